@@ -1,0 +1,7 @@
+//! inferdb's PromQL engine: a nom parser producing a typed AST, a pretty-printer, and an
+//! evaluator with Prometheus 3 semantics over a small storage trait.
+
+#![warn(missing_docs)]
+
+pub mod ast;
+pub mod functions_meta;

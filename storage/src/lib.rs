@@ -1,0 +1,38 @@
+//! inferdb's storage engine.
+//!
+//! Samples `(i64 ms, f64)` of series identified by [`Labels`] are appended to an in-memory head
+//! and a write-ahead log, cut into Gorilla-compressed chunks, persisted as memory-mapped
+//! time-partitioned blocks, compacted and expired by retention. This crate knows nothing of
+//! PromQL or HTTP.
+
+#![warn(missing_docs)]
+
+pub mod error;
+pub mod labels;
+pub mod matcher;
+
+pub use error::{Error, Result};
+pub use labels::{Label, Labels};
+pub use matcher::{MatchOp, Matcher};
+
+/// The bit pattern of Prometheus' staleness marker, a NaN that ends a series.
+pub const STALE_NAN_BITS: u64 = 0x7ff0_0000_0000_0002;
+
+/// The staleness marker as an `f64`.
+pub fn stale_nan() -> f64 {
+    f64::from_bits(STALE_NAN_BITS)
+}
+
+/// Whether `v` is the staleness marker (compared by bits: other NaNs are ordinary values).
+pub fn is_stale_nan(v: f64) -> bool {
+    v.to_bits() == STALE_NAN_BITS
+}
+
+/// One sample: a timestamp in milliseconds since the Unix epoch and a float value.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sample {
+    /// Milliseconds since the Unix epoch.
+    pub t: i64,
+    /// The value; compare by bits where NaNs matter.
+    pub v: f64,
+}
