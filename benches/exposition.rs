@@ -1,0 +1,2 @@
+//! Parser throughput on the fixture pages.
+fn main() {}

@@ -1,0 +1,10 @@
+//! inferdb: an embedded time-series database and PromQL engine for LLM-inference metrics.
+//!
+//! The root crate holds the scraper ([`scrape`]), the built-in vLLM simulator ([`sim`]), the
+//! GPU sampler ([`gpu`]), the HTTP API and the command line.
+
+#![warn(missing_docs)]
+
+pub mod gpu;
+pub mod scrape;
+pub mod sim;
