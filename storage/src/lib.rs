@@ -10,6 +10,7 @@
 pub mod error;
 pub mod labels;
 pub mod matcher;
+pub mod wal;
 
 pub use error::{Error, Result};
 pub use labels::{Label, Labels};
