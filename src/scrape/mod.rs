@@ -1,1 +1,3 @@
-//! placeholder
+//! Scraping: the exposition parser, configuration, relabelling, scrape loops.
+
+pub mod exposition;

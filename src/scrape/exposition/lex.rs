@@ -1,0 +1,333 @@
+//! nom pieces of the exposition parser: names, quoted strings, label sets, values.
+
+use std::borrow::Cow;
+
+use nom::branch::alt;
+use nom::bytes::complete::{escaped, tag, take_while, take_while1};
+use nom::character::complete::{char, none_of, one_of, space0};
+use nom::combinator::{opt, recognize};
+use nom::sequence::{delimited, pair, tuple};
+use nom::IResult;
+
+fn is_name_start(c: char) -> bool {
+    c.is_ascii_alphabetic() || c == '_' || c == ':'
+}
+
+fn is_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_' || c == ':'
+}
+
+fn is_label_start(c: char) -> bool {
+    c.is_ascii_alphabetic() || c == '_'
+}
+
+fn is_label_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_'
+}
+
+/// A legacy metric name `[a-zA-Z_:][a-zA-Z0-9_:]*`.
+fn metric_name(i: &str) -> IResult<&str, &str> {
+    recognize(pair(take_while1(is_name_start), take_while(is_name_char)))(i)
+}
+
+/// A legacy label name `[a-zA-Z_][a-zA-Z0-9_]*`.
+fn label_name(i: &str) -> IResult<&str, &str> {
+    recognize(pair(take_while1(is_label_start), take_while(is_label_char)))(i)
+}
+
+/// A double-quoted string; gives the raw content between the quotes, escapes kept.
+fn quoted(i: &str) -> IResult<&str, &str> {
+    alt((
+        delimited(
+            char('"'),
+            escaped(none_of("\\\""), '\\', nom::character::complete::anychar),
+            char('"'),
+        ),
+        // escaped() fails on empty content
+        nom::combinator::map(tag("\"\""), |_| ""),
+    ))(i)
+}
+
+/// A metric name, bare or quoted (HELP/TYPE/UNIT lines), and the rest of the input.
+pub(super) fn metric_name_or_quoted(i: &str) -> Option<(Cow<'_, str>, &str)> {
+    if let Ok((rest, n)) = metric_name(i) {
+        return Some((Cow::Borrowed(n), rest));
+    }
+    if let Ok((rest, q)) = quoted(i) {
+        return Some((unescape(q), rest));
+    }
+    None
+}
+
+/// One item of a label set.
+pub(super) enum LabelItem<'a> {
+    /// `name="value"` (both raw, escapes kept).
+    Pair(&'a str, &'a str),
+    /// A bare quoted metric name inside braces (Prometheus 3 UTF-8 names).
+    Name(&'a str),
+}
+
+fn label_key(i: &str) -> IResult<&str, &str> {
+    alt((label_name, quoted))(i)
+}
+
+fn label_item(i: &str) -> IResult<&str, LabelItem<'_>> {
+    let (rest, key) = label_key(i)?;
+    let eq: IResult<&str, (&str, char, &str)> = tuple((space0, char('='), space0))(rest);
+    match eq {
+        Ok((rest, _)) => {
+            let (rest, v) = quoted(rest)?;
+            Ok((rest, LabelItem::Pair(key, v)))
+        }
+        Err(_) if i.starts_with('"') => Ok((rest, LabelItem::Name(key))),
+        Err(e) => Err(e),
+    }
+}
+
+/// The next label of an already validated raw label set (the text between the braces).
+pub(super) fn next_label(s: &str) -> Option<(&str, LabelItem<'_>)> {
+    let s = s.trim_start_matches([' ', '\t']);
+    let s = s.strip_prefix(',').unwrap_or(s);
+    let s = s.trim_start_matches([' ', '\t']);
+    if s.is_empty() {
+        return None;
+    }
+    label_item(s).ok()
+}
+
+/// Parses the series part of a sample line: `name`, `name{...}` or `{"name", ...}`.
+/// Gives the rest of the line, the metric name and the raw text between the braces.
+#[allow(clippy::type_complexity)]
+pub(super) fn series(line: &str) -> Result<(&str, (Cow<'_, str>, &str)), String> {
+    let (rest, name) = match metric_name(line) {
+        Ok((rest, n)) => (rest, Some(Cow::Borrowed(n))),
+        Err(_) if line.starts_with('{') => (line, None),
+        Err(_) => {
+            return Err(format!(
+                "invalid metric name at {:?}",
+                line.chars().take(32).collect::<String>()
+            ))
+        }
+    };
+    let Some(body) = rest.strip_prefix('{') else {
+        return match name {
+            Some(n) => Ok((rest, (n, ""))),
+            None => Err("invalid metric name".into()),
+        };
+    };
+    // Walk the label set to validate it and find the closing brace.
+    let mut cur = body;
+    let mut qname: Option<Cow<'_, str>> = None;
+    let mut first = true;
+    loop {
+        let (c, _) = space0::<_, nom::error::Error<&str>>(cur).map_err(|_| "bad label set")?;
+        cur = c;
+        if let Some(after) = cur.strip_prefix('}') {
+            let raw = &body[..body.len() - cur.len()];
+            let name = match (name, qname) {
+                (Some(_), Some(_)) => return Err("metric name given twice".into()),
+                (Some(n), None) => n,
+                (None, Some(q)) => q,
+                (None, None) => return Err("missing metric name".into()),
+            };
+            return Ok((after, (name, raw)));
+        }
+        if !first {
+            match cur.strip_prefix(',') {
+                Some(c) => {
+                    cur = c.trim_start_matches([' ', '\t']);
+                    if let Some(after) = cur.strip_prefix('}') {
+                        let raw = &body[..body.len() - cur.len()];
+                        let name = match (name, qname) {
+                            (Some(_), Some(_)) => return Err("metric name given twice".into()),
+                            (Some(n), None) => n,
+                            (None, Some(q)) => q,
+                            (None, None) => return Err("missing metric name".into()),
+                        };
+                        return Ok((after, (name, raw)));
+                    }
+                }
+                None if cur.is_empty() => return Err("unterminated label set".into()),
+                None => {
+                    return Err(format!(
+                        "expected ',' or '}}' in label set at {:?}",
+                        cur.chars().take(32).collect::<String>()
+                    ))
+                }
+            }
+        }
+        if cur.is_empty() {
+            return Err("unterminated label set".into());
+        }
+        match label_item(cur) {
+            Ok((r, LabelItem::Pair(_, _))) => cur = r,
+            Ok((r, LabelItem::Name(q))) => {
+                if !first || qname.is_some() {
+                    return Err("quoted metric name must come first in the label set".into());
+                }
+                qname = Some(unescape(q));
+                cur = r;
+            }
+            Err(_) => {
+                return Err(if cur.starts_with(|c: char| is_label_start(c) || c == '"') {
+                    format!(
+                        "invalid label at {:?} (expected name=\"value\")",
+                        cur.chars().take(32).collect::<String>()
+                    )
+                } else {
+                    format!(
+                        "invalid label name at {:?}",
+                        cur.chars().take(32).collect::<String>()
+                    )
+                })
+            }
+        }
+        first = false;
+    }
+}
+
+/// Unescapes `\\`, `\"` and `\n` in a label value or quoted name; other escapes stay as
+/// written. Borrows when there is nothing to unescape.
+pub(super) fn unescape(s: &str) -> Cow<'_, str> {
+    if !s.contains('\\') {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut it = s.chars();
+    while let Some(c) = it.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match it.next() {
+            Some('\\') => out.push('\\'),
+            Some('"') => out.push('"'),
+            Some('n') => out.push('\n'),
+            Some(o) => {
+                out.push('\\');
+                out.push(o);
+            }
+            None => out.push('\\'),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// Unescapes a HELP text: `\\` and `\n` (and `\"` in OpenMetrics).
+pub(super) fn unescape_help(s: &str, format: super::Format) -> Cow<'_, str> {
+    if !s.contains('\\') {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut it = s.chars();
+    while let Some(c) = it.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match it.next() {
+            Some('\\') => out.push('\\'),
+            Some('n') => out.push('\n'),
+            Some('"') if format == super::Format::OpenMetrics => out.push('"'),
+            Some(o) => {
+                out.push('\\');
+                out.push(o);
+            }
+            None => out.push('\\'),
+        }
+    }
+    Cow::Owned(out)
+}
+
+fn float_literal(i: &str) -> IResult<&str, &str> {
+    recognize(tuple((
+        opt(one_of("+-")),
+        alt((
+            recognize(pair(
+                take_while1(|c: char| c.is_ascii_digit()),
+                opt(pair(char('.'), take_while(|c: char| c.is_ascii_digit()))),
+            )),
+            recognize(pair(char('.'), take_while1(|c: char| c.is_ascii_digit()))),
+        )),
+        opt(tuple((
+            one_of("eE"),
+            opt(one_of("+-")),
+            take_while1(|c: char| c.is_ascii_digit()),
+        ))),
+    )))(i)
+}
+
+/// Parses a sample value: decimal and exponent forms, `NaN`, `Inf`, `+Inf`, `-Inf`
+/// (case-insensitive as Go's ParseFloat).
+pub fn parse_value(s: &str) -> Option<f64> {
+    if let Ok(("", lit)) = float_literal(s) {
+        return lit.parse::<f64>().ok();
+    }
+    let (sign, body) = match s.as_bytes().first() {
+        Some(b'+') => (1.0, &s[1..]),
+        Some(b'-') => (-1.0, &s[1..]),
+        _ => (1.0, s),
+    };
+    if body.eq_ignore_ascii_case("inf") || body.eq_ignore_ascii_case("infinity") {
+        return Some(sign * f64::INFINITY);
+    }
+    if body.eq_ignore_ascii_case("nan") {
+        return Some(f64::NAN);
+    }
+    None
+}
+
+/// Rewrites a float label value as Prometheus 3 does for `le` and `quantile`
+/// (`1` -> `1.0`, `1e6` -> `1e+06`); `None` when it is already normal or not a float.
+pub(super) fn normalise_float(v: &str) -> Option<String> {
+    let f = parse_value(v)?;
+    let n = format_go_float(f);
+    if n == v {
+        None
+    } else {
+        Some(n)
+    }
+}
+
+/// Formats a float as Prometheus formats OpenMetrics floats: Go's shortest `%g` form with a
+/// `.0` added to integers, `+Inf`, `-Inf`, `NaN`.
+pub fn format_go_float(f: f64) -> String {
+    if f.is_nan() {
+        return "NaN".into();
+    }
+    if f.is_infinite() {
+        return if f > 0.0 { "+Inf" } else { "-Inf" }.into();
+    }
+    if f == 0.0 {
+        return if f.is_sign_negative() { "-0.0" } else { "0.0" }.into();
+    }
+    // Shortest round-trip digits and decimal exponent from Rust's `{:e}`.
+    let e = format!("{:e}", f.abs());
+    let (mant, exp) = e.split_once('e').unwrap_or((&e, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let digits: String = mant.chars().filter(|c| *c != '.').collect();
+    let neg = if f < 0.0 { "-" } else { "" };
+    if !(-4..6).contains(&exp) {
+        // %e form: d.ddde±XX
+        let (first, rest) = digits.split_at(1);
+        let m = if rest.is_empty() {
+            first.to_string()
+        } else {
+            format!("{first}.{rest}")
+        };
+        let sign = if exp < 0 { '-' } else { '+' };
+        return format!("{neg}{m}e{sign}{:02}", exp.abs());
+    }
+    if exp < 0 {
+        let zeros = "0".repeat((-exp - 1) as usize);
+        format!("{neg}0.{zeros}{digits}")
+    } else {
+        let int_len = exp as usize + 1;
+        if digits.len() <= int_len {
+            let pad = "0".repeat(int_len - digits.len());
+            format!("{neg}{digits}{pad}.0")
+        } else {
+            format!("{neg}{}.{}", &digits[..int_len], &digits[int_len..])
+        }
+    }
+}

@@ -1,0 +1,456 @@
+//! Parser for the Prometheus text exposition format 0.0.4 and OpenMetrics 1.0 text.
+//!
+//! [`Parser`] walks a page line by line and yields [`Entry`] values that borrow from the input
+//! buffer: metric names, label names and values are `&str` slices of the page, and a value is
+//! copied only when it must be unescaped (`\\`, `\"`, `\n`) or normalised (`le`/`quantile`
+//! bounds are rewritten as Prometheus 3 does, `1` -> `1.0`). Nothing is allocated per sample
+//! otherwise.
+//!
+//! What it accepts:
+//! - metric names with colons (`vllm:num_requests_running`), and Prometheus 3's quoted UTF-8
+//!   names (`{"my.metric","a.b"="c"}`);
+//! - label values with any UTF-8, escapes, and `}` `,` `=` inside quotes;
+//! - values `NaN`, `+Inf`, `-Inf`, `Inf`, exponents (`4.833385e+06`, `1.1e+010`);
+//! - optional timestamps (integer milliseconds in 0.0.4, float seconds in OpenMetrics);
+//! - `# HELP`, `# TYPE`, `# UNIT` as metadata entries; other comments are skipped;
+//! - exemplars (`... # {trace_id="x"} 1.0`) are skipped; `_created` samples are ordinary
+//!   samples;
+//! - `# EOF` ends an OpenMetrics page (required there, allowed in 0.0.4).
+//!
+//! Errors carry the 1-based line number and the reason; the iterator goes on with the next
+//! line after an error, so a caller may choose to skip bad lines.
+
+mod lex;
+
+use std::borrow::Cow;
+use std::fmt;
+
+pub use lex::format_go_float;
+
+/// Which text format a page is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// The classic Prometheus text format (`text/plain; version=0.0.4` or `version=1.0.0`).
+    PromText,
+    /// OpenMetrics 1.0 text (`application/openmetrics-text`).
+    OpenMetrics,
+}
+
+impl Format {
+    /// The format a `Content-Type` header announces; anything not OpenMetrics is text 0.0.4,
+    /// as Prometheus falls back to it.
+    pub fn from_content_type(ct: &str) -> Format {
+        let media = ct.split(';').next().unwrap_or("").trim();
+        if media.eq_ignore_ascii_case("application/openmetrics-text") {
+            Format::OpenMetrics
+        } else {
+            Format::PromText
+        }
+    }
+}
+
+/// A metric family's type, from its `# TYPE` line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MetricType {
+    /// `counter`
+    Counter,
+    /// `gauge`
+    Gauge,
+    /// `histogram`
+    Histogram,
+    /// `gaugehistogram` (OpenMetrics)
+    GaugeHistogram,
+    /// `summary`
+    Summary,
+    /// `info` (OpenMetrics)
+    Info,
+    /// `stateset` (OpenMetrics)
+    StateSet,
+    /// `untyped` (0.0.4) or `unknown` (OpenMetrics)
+    Unknown,
+}
+
+impl MetricType {
+    /// The name Prometheus' metadata API uses for this type.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            MetricType::Counter => "counter",
+            MetricType::Gauge => "gauge",
+            MetricType::Histogram => "histogram",
+            MetricType::GaugeHistogram => "gaugehistogram",
+            MetricType::Summary => "summary",
+            MetricType::Info => "info",
+            MetricType::StateSet => "stateset",
+            MetricType::Unknown => "unknown",
+        }
+    }
+
+    fn parse(s: &str, format: Format) -> Option<MetricType> {
+        Some(match s {
+            "counter" => MetricType::Counter,
+            "gauge" => MetricType::Gauge,
+            "histogram" => MetricType::Histogram,
+            "summary" => MetricType::Summary,
+            "untyped" if format == Format::PromText => MetricType::Unknown,
+            "unknown" => MetricType::Unknown,
+            "gaugehistogram" => MetricType::GaugeHistogram,
+            "info" => MetricType::Info,
+            "stateset" => MetricType::StateSet,
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Display for MetricType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A parse error: the 1-based line and what was wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: {reason}")]
+pub struct ParseError {
+    /// 1-based line number in the page.
+    pub line: usize,
+    /// What was wrong with it.
+    pub reason: String,
+    /// Whether only the value (or timestamp) was unreadable while the series was well
+    /// formed, e.g. dcgm-exporter's `ERROR - FAILED TO CONVERT TO STRING`.
+    pub bad_value_only: bool,
+}
+
+/// One entry of a page.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Entry<'a> {
+    /// `# HELP name text` (text unescaped).
+    Help {
+        /// The family name.
+        name: Cow<'a, str>,
+        /// The help text.
+        help: Cow<'a, str>,
+    },
+    /// `# TYPE name type`.
+    Type {
+        /// The family name.
+        name: Cow<'a, str>,
+        /// The type.
+        kind: MetricType,
+    },
+    /// `# UNIT name unit`.
+    Unit {
+        /// The family name.
+        name: Cow<'a, str>,
+        /// The unit.
+        unit: &'a str,
+    },
+    /// A sample line.
+    Sample(Sample<'a>),
+}
+
+/// One sample, borrowing from the page.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample<'a> {
+    /// The metric name (borrowed unless it was a quoted name with escapes).
+    pub name: Cow<'a, str>,
+    /// The labels, read lazily from the page.
+    pub labels: LabelSet<'a>,
+    /// The value.
+    pub value: f64,
+    /// The timestamp in milliseconds, when the page gave one.
+    pub timestamp_ms: Option<i64>,
+    /// The series text as written on the page (name and label set), a stable cache key.
+    pub series_text: &'a str,
+}
+
+/// The label set of a sample, validated once and read on demand without allocating.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LabelSet<'a> {
+    raw: &'a str,
+    normalise: Option<&'static str>,
+}
+
+impl<'a> LabelSet<'a> {
+    /// Iterates `(name, value)` pairs in page order; values are unescaped and `le`/`quantile`
+    /// normalised where the family type calls for it.
+    pub fn iter(&self) -> LabelIter<'a> {
+        LabelIter {
+            rest: self.raw,
+            normalise: self.normalise,
+        }
+    }
+
+    /// The number of labels.
+    pub fn len(&self) -> usize {
+        self.iter().count()
+    }
+
+    /// Whether the sample has no labels.
+    pub fn is_empty(&self) -> bool {
+        self.iter().next().is_none()
+    }
+
+    /// The value of label `name`, if present.
+    pub fn get(&self, name: &str) -> Option<Cow<'a, str>> {
+        self.iter().find(|(n, _)| n == name).map(|(_, v)| v)
+    }
+}
+
+/// Iterator over a [`LabelSet`].
+#[derive(Debug, Clone)]
+pub struct LabelIter<'a> {
+    rest: &'a str,
+    normalise: Option<&'static str>,
+}
+
+impl<'a> Iterator for LabelIter<'a> {
+    type Item = (Cow<'a, str>, Cow<'a, str>);
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let (rest, item) = lex::next_label(self.rest)?;
+            self.rest = rest;
+            match item {
+                lex::LabelItem::Pair(name, value) => {
+                    let name = lex::unescape(name);
+                    let mut value = lex::unescape(value);
+                    if self.normalise == Some(name.as_ref()) {
+                        if let Some(n) = lex::normalise_float(&value) {
+                            value = Cow::Owned(n);
+                        }
+                    }
+                    return Some((name, value));
+                }
+                lex::LabelItem::Name(_) => continue,
+            }
+        }
+    }
+}
+
+/// Iterates the entries of a page. See the module docs.
+#[derive(Debug, Clone)]
+pub struct Parser<'a> {
+    input: &'a str,
+    pos: usize,
+    line: usize,
+    format: Format,
+    mtype: MetricType,
+    eof_seen: bool,
+    done: bool,
+}
+
+/// Parses `input` in `format`; a shorthand for [`Parser::new`].
+pub fn parse(input: &str, format: Format) -> Parser<'_> {
+    Parser::new(input, format)
+}
+
+impl<'a> Parser<'a> {
+    /// A parser over a whole page.
+    pub fn new(input: &'a str, format: Format) -> Self {
+        Parser {
+            input,
+            pos: 0,
+            line: 0,
+            format,
+            mtype: MetricType::Unknown,
+            eof_seen: false,
+            done: false,
+        }
+    }
+
+    /// The format being parsed.
+    pub fn format(&self) -> Format {
+        self.format
+    }
+
+    fn err(&self, reason: impl Into<String>) -> ParseError {
+        ParseError {
+            line: self.line,
+            reason: reason.into(),
+            bad_value_only: false,
+        }
+    }
+
+    fn next_line(&mut self) -> Option<&'a str> {
+        if self.pos >= self.input.len() {
+            return None;
+        }
+        let rest = &self.input[self.pos..];
+        let (line, adv) = match rest.find('\n') {
+            Some(i) => (&rest[..i], i + 1),
+            None => (rest, rest.len()),
+        };
+        self.pos += adv;
+        self.line += 1;
+        Some(line.strip_suffix('\r').unwrap_or(line))
+    }
+
+    fn comment(&mut self, line: &'a str) -> Option<Result<Entry<'a>, ParseError>> {
+        let body = &line[1..];
+        if self.format == Format::OpenMetrics && body == " EOF" {
+            self.eof_seen = true;
+            return None;
+        }
+        if self.format == Format::PromText && body.trim() == "EOF" {
+            self.eof_seen = true;
+            return None;
+        }
+        let body = body.trim_start_matches([' ', '\t']);
+        let (kw, rest) = match body.find([' ', '\t']) {
+            Some(i) => (&body[..i], &body[i + 1..]),
+            None => (body, ""),
+        };
+        let kw_known = matches!(kw, "HELP" | "TYPE") || (kw == "UNIT");
+        if !kw_known {
+            if self.format == Format::OpenMetrics {
+                return Some(Err(self.err(format!("invalid comment line {:?}", trunc(line)))));
+            }
+            return None; // ordinary comment in 0.0.4
+        }
+        let rest = rest.trim_start_matches([' ', '\t']);
+        let (name, after) = match lex::metric_name_or_quoted(rest) {
+            Some(x) => x,
+            None => {
+                return Some(Err(
+                    self.err(format!("invalid metric name in {kw} line: {:?}", trunc(rest)))
+                ))
+            }
+        };
+        if !after.is_empty() && !after.starts_with([' ', '\t']) {
+            return Some(Err(self.err(format!(
+                "invalid metric name in {kw} line: {:?}",
+                trunc(rest)
+            ))));
+        }
+        let arg = after.strip_prefix([' ', '\t']).unwrap_or(after);
+        match kw {
+            "HELP" => Some(Ok(Entry::Help {
+                name,
+                help: lex::unescape_help(arg, self.format),
+            })),
+            "TYPE" => {
+                let t = arg.trim();
+                match MetricType::parse(t, self.format) {
+                    Some(kind) => {
+                        self.mtype = kind;
+                        Some(Ok(Entry::Type { name, kind }))
+                    }
+                    None => Some(Err(self.err(format!("invalid metric type {t:?}")))),
+                }
+            }
+            _ => Some(Ok(Entry::Unit {
+                name,
+                unit: arg.trim(),
+            })),
+        }
+    }
+
+    fn sample(&mut self, line: &'a str) -> Result<Entry<'a>, ParseError> {
+        let (rest, name_part) = lex::series(line).map_err(|reason| self.err(reason))?;
+        let (name, raw) = name_part;
+        let series_text = &line[..line.len() - rest.len()];
+        let normalise = match self.mtype {
+            MetricType::Histogram | MetricType::GaugeHistogram => Some("le"),
+            MetricType::Summary => Some("quantile"),
+            _ => None,
+        };
+        let mut toks = rest.split([' ', '\t']).filter(|t| !t.is_empty());
+        if self.format == Format::OpenMetrics && !rest.starts_with(' ') {
+            return Err(self.err("expected a space before the value"));
+        }
+        let vtok = toks
+            .next()
+            .ok_or_else(|| self.err(format!("missing value after {:?}", trunc(series_text))))?;
+        let value = lex::parse_value(vtok).ok_or_else(|| ParseError {
+            line: self.line,
+            reason: format!("invalid value {:?}", trunc(vtok)),
+            bad_value_only: vtok.chars().all(|c| !c.is_control()),
+        })?;
+        let mut timestamp_ms = None;
+        if let Some(t) = toks.next() {
+            if t != "#" {
+                timestamp_ms = Some(self.timestamp(t)?);
+                if let Some(x) = toks.next() {
+                    if x != "#" {
+                        return Err(self.err(format!("unexpected {:?} after timestamp", trunc(x))));
+                    }
+                }
+            }
+            // "#" starts an exemplar, which is skipped.
+        }
+        Ok(Entry::Sample(Sample {
+            name,
+            labels: LabelSet { raw, normalise },
+            value,
+            timestamp_ms,
+            series_text,
+        }))
+    }
+
+    fn timestamp(&self, t: &str) -> Result<i64, ParseError> {
+        let bad = || ParseError {
+            line: self.line,
+            reason: format!("invalid timestamp {:?}", trunc(t)),
+            bad_value_only: true,
+        };
+        match self.format {
+            Format::PromText => t.parse::<i64>().map_err(|_| bad()),
+            Format::OpenMetrics => {
+                let f = lex::parse_value(t).ok_or_else(bad)?;
+                if !f.is_finite() {
+                    return Err(bad());
+                }
+                Ok((f * 1000.0).round() as i64)
+            }
+        }
+    }
+}
+
+fn trunc(s: &str) -> &str {
+    if s.len() <= 64 {
+        return s;
+    }
+    let mut end = 64;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+impl<'a> Iterator for Parser<'a> {
+    type Item = Result<Entry<'a>, ParseError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        loop {
+            let Some(line) = self.next_line() else {
+                self.done = true;
+                if self.format == Format::OpenMetrics && !self.eof_seen {
+                    return Some(Err(self.err("data does not end with # EOF")));
+                }
+                return None;
+            };
+            if self.eof_seen {
+                if line.trim().is_empty() && self.pos >= self.input.len() {
+                    continue;
+                }
+                self.done = true;
+                return Some(Err(self.err("unexpected data after # EOF")));
+            }
+            if line.trim().is_empty() {
+                continue;
+            }
+            if line.starts_with('#') {
+                match self.comment(line) {
+                    Some(r) => return Some(r),
+                    None => continue,
+                }
+            }
+            return Some(self.sample(line.trim_start_matches([' ', '\t'])));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
