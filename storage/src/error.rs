@@ -43,6 +43,16 @@ pub enum Error {
     /// The database was closed.
     #[error("database closed")]
     Closed,
+    /// A write to a database opened read-only.
+    #[error("database is open read-only")]
+    ReadOnly,
+    /// An appender reference to a series that is not (or no longer) in the head; get a new
+    /// reference with the labels.
+    #[error("unknown series reference {0}")]
+    UnknownSeries(u64),
+    /// Another process holds the database's lock.
+    #[error("{0} is locked by another process")]
+    Locked(std::path::PathBuf),
 }
 
 impl Error {

@@ -8,6 +8,7 @@
 #![warn(missing_docs)]
 
 pub mod error;
+pub mod head;
 pub mod labels;
 pub mod matcher;
 pub mod wal;

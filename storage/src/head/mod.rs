@@ -1,0 +1,793 @@
+//! The head: the in-memory, appendable part of the database.
+//!
+//! Series live in [`SHARDS`] shards chosen by the label hash; each shard holds a lookup map
+//! from label hash to series references and a slot table indexed by reference, behind one
+//! `parking_lot::RwLock`. A series reference is `slot << 4 | shard`, so appending by reference
+//! needs no hashing and no allocation. Each series has its own mutex around its open chunk
+//! ([`ChunkWriter`]) and its full chunks (kept in memory, shared with queriers by `Arc`).
+//!
+//! Chunks are cut at [`MAX_SAMPLES_PER_CHUNK`] samples and at multiples of the chunk range (the
+//! block duration), so a block cut never splits a chunk.
+
+// TEMPORARY: the chunk module is written concurrently by the chunks helper.
+#[allow(dead_code)]
+pub(crate) mod chunk_stub;
+pub(crate) use chunk_stub as chunk;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+
+use crate::error::{Error, Result};
+use crate::labels::Labels;
+use crate::matcher::Matcher;
+use crate::wal::RefSample;
+use chunk::{ChunkWriter, MAX_SAMPLES_PER_CHUNK};
+
+/// Number of shards of the series map.
+pub const SHARDS: usize = 16;
+const SHARD_BITS: u32 = 4;
+
+/// A full (closed) head chunk.
+#[derive(Clone)]
+pub struct HeadChunk {
+    /// Time of the first sample.
+    pub min_time: i64,
+    /// Time of the last sample.
+    pub max_time: i64,
+    /// The encoded chunk.
+    pub data: Arc<[u8]>,
+}
+
+struct SeriesInner {
+    open: ChunkWriter,
+    full: Vec<HeadChunk>,
+    /// Last committed sample (t, value bits).
+    last: Option<(i64, u64)>,
+    /// Last sample appended by an uncommitted appender.
+    pending: Option<(i64, u64)>,
+}
+
+/// One series in the head.
+pub struct MemSeries {
+    r: u64,
+    labels: Labels,
+    inner: Mutex<SeriesInner>,
+}
+
+impl MemSeries {
+    /// The series reference.
+    pub fn series_ref(&self) -> u64 {
+        self.r
+    }
+
+    /// The labels.
+    pub fn labels(&self) -> &Labels {
+        &self.labels
+    }
+
+    /// The chunks overlapping `[mint, maxt]`, oldest first; the open chunk is encoded.
+    pub fn chunks(&self, mint: i64, maxt: i64) -> Vec<HeadChunk> {
+        let g = self.inner.lock();
+        let mut out: Vec<HeadChunk> = g
+            .full
+            .iter()
+            .filter(|c| c.max_time >= mint && c.min_time <= maxt)
+            .cloned()
+            .collect();
+        if !g.open.is_empty() && g.open.max_time() >= mint && g.open.min_time() <= maxt {
+            out.push(HeadChunk {
+                min_time: g.open.min_time(),
+                max_time: g.open.max_time(),
+                data: g.open.finish().into(),
+            });
+        }
+        out
+    }
+
+    fn heap_bytes(&self) -> usize {
+        let g = self.inner.lock();
+        let labels: usize = self
+            .labels
+            .iter()
+            .map(|l| std::mem::size_of_val(l) + l.name.capacity() + l.value.capacity())
+            .sum();
+        std::mem::size_of::<MemSeries>()
+            + labels
+            + g.open.heap_bytes()
+            + g.full.capacity() * std::mem::size_of::<HeadChunk>()
+            + g.full.iter().map(|c| c.data.len() + 16).sum::<usize>()
+    }
+}
+
+impl SeriesInner {
+    /// Appends a sample known to be newer than `last`.
+    fn push(&mut self, t: i64, v: f64, chunk_range: i64) {
+        if !self.open.is_empty()
+            && (self.open.len() >= MAX_SAMPLES_PER_CHUNK
+                || t.div_euclid(chunk_range) != self.open.min_time().div_euclid(chunk_range))
+        {
+            let full = std::mem::take(&mut self.open);
+            self.full.push(HeadChunk {
+                min_time: full.min_time(),
+                max_time: full.max_time(),
+                data: full.finish().into(),
+            });
+        }
+        self.open.append(t, v);
+        self.last = Some((t, v.to_bits()));
+    }
+
+    fn is_empty(&self) -> bool {
+        self.open.is_empty() && self.full.is_empty()
+    }
+}
+
+#[derive(Default)]
+struct Shard {
+    by_hash: HashMap<u64, Vec<u64>>,
+    slots: Vec<Option<Arc<MemSeries>>>,
+    live: usize,
+}
+
+impl Shard {
+    fn get(&self, r: u64) -> Option<&Arc<MemSeries>> {
+        self.slots.get((r >> SHARD_BITS) as usize)?.as_ref()
+    }
+}
+
+/// Counters of rejected and accepted samples, by reason.
+#[derive(Debug, Default)]
+pub struct HeadStats {
+    /// Samples older than the newest one of their series.
+    pub out_of_order: AtomicU64,
+    /// Samples with a different value at an existing timestamp.
+    pub duplicate_timestamp: AtomicU64,
+    /// Samples older than the head's minimum valid time.
+    pub out_of_bounds: AtomicU64,
+    /// Exact duplicates, accepted silently and not stored again.
+    pub exact_duplicates: AtomicU64,
+    /// Samples committed.
+    pub samples_appended: AtomicU64,
+    /// Series created.
+    pub series_created: AtomicU64,
+    /// Series removed by garbage collection after a block cut.
+    pub series_removed: AtomicU64,
+}
+
+/// The in-memory head.
+pub struct Head {
+    shards: Box<[RwLock<Shard>]>,
+    postings: RwLock<BTreeMap<String, BTreeMap<String, Vec<u64>>>>,
+    min_valid: AtomicI64,
+    min_time: AtomicI64,
+    max_time: AtomicI64,
+    chunk_range: i64,
+    unlogged: Mutex<Vec<u64>>,
+    /// Counters by reason.
+    pub stats: HeadStats,
+}
+
+/// What an append check decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Appended {
+    /// A new sample, pending until commit.
+    New,
+    /// An exact duplicate of the series' last sample: ignored.
+    Duplicate,
+}
+
+impl Head {
+    /// An empty head whose chunks do not cross multiples of `chunk_range` ms.
+    pub fn new(chunk_range: i64) -> Head {
+        Head {
+            shards: (0..SHARDS).map(|_| RwLock::new(Shard::default())).collect(),
+            postings: RwLock::new(BTreeMap::new()),
+            min_valid: AtomicI64::new(i64::MIN),
+            min_time: AtomicI64::new(i64::MAX),
+            max_time: AtomicI64::new(i64::MIN),
+            chunk_range: chunk_range.max(1),
+            unlogged: Mutex::new(Vec::new()),
+            stats: HeadStats::default(),
+        }
+    }
+
+    /// Samples older than this are rejected with [`Error::OutOfBounds`] (they are in blocks).
+    pub fn min_valid_time(&self) -> i64 {
+        self.min_valid.load(Ordering::Acquire)
+    }
+
+    /// Raises the minimum valid time.
+    pub fn set_min_valid_time(&self, t: i64) {
+        self.min_valid.fetch_max(t, Ordering::AcqRel);
+    }
+
+    /// The oldest sample time in the head (`i64::MAX` when empty).
+    pub fn min_time(&self) -> i64 {
+        self.min_time.load(Ordering::Acquire)
+    }
+
+    /// The newest sample time in the head (`i64::MIN` when empty).
+    pub fn max_time(&self) -> i64 {
+        self.max_time.load(Ordering::Acquire)
+    }
+
+    /// The number of series in the head.
+    pub fn num_series(&self) -> usize {
+        self.shards.iter().map(|s| s.read().live).sum()
+    }
+
+    fn shard_of(r: u64) -> usize {
+        (r & (SHARDS as u64 - 1)) as usize
+    }
+
+    /// The series with reference `r`.
+    pub fn series(&self, r: u64) -> Option<Arc<MemSeries>> {
+        self.shards[Self::shard_of(r)].read().get(r).cloned()
+    }
+
+    /// Finds the series with these labels.
+    pub fn lookup(&self, labels: &Labels) -> Option<u64> {
+        let h = labels.stable_hash();
+        let s = self.shards[(h as usize) % SHARDS].read();
+        s.by_hash
+            .get(&h)?
+            .iter()
+            .copied()
+            .find(|&r| s.get(r).is_some_and(|m| &m.labels == labels))
+    }
+
+    /// Finds or creates the series with these labels (validated on creation). New series are
+    /// queued for the WAL; returns the reference.
+    pub fn get_or_create(&self, labels: &Labels) -> Result<u64> {
+        if let Some(r) = self.lookup(labels) {
+            return Ok(r);
+        }
+        labels.validate()?;
+        let h = labels.stable_hash();
+        let si = (h as usize) % SHARDS;
+        let r = {
+            let mut s = self.shards[si].write();
+            if let Some(&r) = s.by_hash.get(&h).and_then(|v| {
+                v.iter()
+                    .find(|&&r| s.get(r).is_some_and(|m| &m.labels == labels))
+            }) {
+                return Ok(r);
+            }
+            let slot = s.slots.len() as u64;
+            let r = (slot << SHARD_BITS) | si as u64;
+            self.insert_locked(&mut s, r, h, labels.clone());
+            r
+        };
+        self.unlogged.lock().push(r);
+        self.add_postings(labels, r);
+        Ok(r)
+    }
+
+    fn insert_locked(&self, s: &mut Shard, r: u64, h: u64, labels: Labels) {
+        let slot = (r >> SHARD_BITS) as usize;
+        if s.slots.len() <= slot {
+            s.slots.resize(slot + 1, None);
+        }
+        s.slots[slot] = Some(Arc::new(MemSeries {
+            r,
+            labels,
+            inner: Mutex::new(SeriesInner {
+                open: ChunkWriter::new(),
+                full: Vec::new(),
+                last: None,
+                pending: None,
+            }),
+        }));
+        s.by_hash.entry(h).or_default().push(r);
+        s.live += 1;
+        self.stats.series_created.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn add_postings(&self, labels: &Labels, r: u64) {
+        let mut p = self.postings.write();
+        for l in labels {
+            let list = p
+                .entry(l.name.clone())
+                .or_default()
+                .entry(l.value.clone())
+                .or_default();
+            if let Err(i) = list.binary_search(&r) {
+                list.insert(i, r);
+            }
+        }
+    }
+
+    /// Creates a series with a given reference (WAL replay). Returns false when the reference
+    /// does not fit the labels' shard or is taken by other labels (the record is skipped).
+    pub fn create_with_ref(&self, r: u64, labels: Labels) -> bool {
+        let h = labels.stable_hash();
+        let si = (h as usize) % SHARDS;
+        if Self::shard_of(r) != si || r >> SHARD_BITS > u32::MAX as u64 {
+            return false;
+        }
+        {
+            let mut s = self.shards[si].write();
+            if let Some(m) = s.get(r) {
+                return m.labels == labels;
+            }
+            if self.lookup_locked(&s, h, &labels).is_some() {
+                return false;
+            }
+            self.insert_locked(&mut s, r, h, labels.clone());
+        }
+        self.add_postings(&labels, r);
+        true
+    }
+
+    fn lookup_locked(&self, s: &Shard, h: u64, labels: &Labels) -> Option<u64> {
+        s.by_hash
+            .get(&h)?
+            .iter()
+            .copied()
+            .find(|&r| s.get(r).is_some_and(|m| &m.labels == labels))
+    }
+
+    /// Takes the series created since the last call, for the WAL.
+    pub fn take_unlogged(&self) -> Vec<Arc<MemSeries>> {
+        let refs = std::mem::take(&mut *self.unlogged.lock());
+        refs.into_iter().filter_map(|r| self.series(r)).collect()
+    }
+
+    /// Checks a sample for series `r` and marks it pending. Counts rejections by reason.
+    pub fn check_append(&self, r: u64, t: i64, v: f64) -> Result<Appended> {
+        let shard = self.shards[Self::shard_of(r)].read();
+        let Some(m) = shard.get(r) else {
+            return Err(Error::UnknownSeries(r));
+        };
+        let mut g = m.inner.lock();
+        if t < self.min_valid.load(Ordering::Relaxed) {
+            self.stats.out_of_bounds.fetch_add(1, Ordering::Relaxed);
+            return Err(Error::OutOfBounds);
+        }
+        if let Some((lt, lv)) = g.pending.or(g.last) {
+            if t < lt {
+                self.stats.out_of_order.fetch_add(1, Ordering::Relaxed);
+                return Err(Error::OutOfOrder);
+            }
+            if t == lt {
+                if v.to_bits() == lv {
+                    self.stats.exact_duplicates.fetch_add(1, Ordering::Relaxed);
+                    return Ok(Appended::Duplicate);
+                }
+                self.stats
+                    .duplicate_timestamp
+                    .fetch_add(1, Ordering::Relaxed);
+                return Err(Error::DuplicateTimestamp);
+            }
+        }
+        g.pending = Some((t, v.to_bits()));
+        Ok(Appended::New)
+    }
+
+    /// Applies checked samples (after they are in the WAL) and clears their pending marks.
+    pub fn commit(&self, samples: &[RefSample]) {
+        let (mut lo, mut hi) = (i64::MAX, i64::MIN);
+        let mut n = 0u64;
+        let mut cur: Option<(u64, Arc<MemSeries>)> = None;
+        for s in samples {
+            let m = match &cur {
+                Some((r, m)) if *r == s.r => m.clone(),
+                _ => match self.series(s.r) {
+                    Some(m) => {
+                        cur = Some((s.r, m.clone()));
+                        m
+                    }
+                    None => continue,
+                },
+            };
+            let mut g = m.inner.lock();
+            g.pending = None;
+            if g.last.is_some_and(|(lt, _)| s.t <= lt) {
+                continue;
+            }
+            g.push(s.t, s.v, self.chunk_range);
+            lo = lo.min(s.t);
+            hi = hi.max(s.t);
+            n += 1;
+        }
+        if n > 0 {
+            self.min_time.fetch_min(lo, Ordering::AcqRel);
+            self.max_time.fetch_max(hi, Ordering::AcqRel);
+            self.stats.samples_appended.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    /// Clears the pending marks of rolled-back samples.
+    pub fn rollback(&self, samples: &[RefSample]) {
+        for s in samples {
+            if let Some(m) = self.series(s.r) {
+                m.inner.lock().pending = None;
+            }
+        }
+    }
+
+    /// Appends one replayed sample: silently skips unknown series, samples before the minimum
+    /// valid time and samples not newer than the series' last one. Returns whether it was added.
+    pub fn replay_sample(&self, m: &MemSeries, t: i64, v: f64) -> bool {
+        if t < self.min_valid.load(Ordering::Relaxed) {
+            return false;
+        }
+        let mut g = m.inner.lock();
+        if g.last.is_some_and(|(lt, _)| t <= lt) {
+            return false;
+        }
+        g.push(t, v, self.chunk_range);
+        self.min_time.fetch_min(t, Ordering::Relaxed);
+        self.max_time.fetch_max(t, Ordering::Relaxed);
+        true
+    }
+
+    /// All series, unordered.
+    pub fn all_series(&self) -> Vec<Arc<MemSeries>> {
+        let mut out = Vec::new();
+        for s in self.shards.iter() {
+            out.extend(s.read().slots.iter().flatten().cloned());
+        }
+        out
+    }
+
+    /// The series matching all matchers, unordered.
+    pub fn select(&self, ms: &[Matcher]) -> Vec<Arc<MemSeries>> {
+        let candidates: Option<Vec<u64>> = {
+            let p = self.postings.read();
+            // the narrowest matcher that does not match the empty string picks candidates
+            let mut best: Option<Vec<u64>> = None;
+            for m in ms.iter().filter(|m| !m.matches_empty()) {
+                let mut refs: Vec<u64> = Vec::new();
+                if let Some(vals) = p.get(&m.name) {
+                    if m.op == crate::matcher::MatchOp::Equal {
+                        if let Some(l) = vals.get(&m.value) {
+                            refs.extend_from_slice(l);
+                        }
+                    } else {
+                        for (v, l) in vals {
+                            if m.matches(v) {
+                                refs.extend_from_slice(l);
+                            }
+                        }
+                    }
+                }
+                if best.as_ref().is_none_or(|b| refs.len() < b.len()) {
+                    best = Some(refs);
+                }
+            }
+            best
+        };
+        let series: Vec<Arc<MemSeries>> = match candidates {
+            Some(refs) => refs.into_iter().filter_map(|r| self.series(r)).collect(),
+            None => self.all_series(),
+        };
+        series
+            .into_iter()
+            .filter(|s| {
+                ms.iter()
+                    .all(|m| m.matches(s.labels.get(&m.name).unwrap_or("")))
+            })
+            .collect()
+    }
+
+    /// Label names of series matching `ms` (all series when empty), sorted.
+    pub fn label_names(&self, ms: &[Matcher]) -> Vec<String> {
+        if ms.is_empty() {
+            return self.postings.read().keys().cloned().collect();
+        }
+        let mut names: Vec<String> = self
+            .select(ms)
+            .iter()
+            .flat_map(|s| s.labels.iter().map(|l| l.name.clone()).collect::<Vec<_>>())
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+
+    /// Values of label `name` among series matching `ms`, sorted.
+    pub fn label_values(&self, name: &str, ms: &[Matcher]) -> Vec<String> {
+        if ms.is_empty() {
+            return self
+                .postings
+                .read()
+                .get(name)
+                .map(|v| v.keys().cloned().collect())
+                .unwrap_or_default();
+        }
+        let mut vals: Vec<String> = self
+            .select(ms)
+            .iter()
+            .filter_map(|s| s.labels.get(name).map(str::to_string))
+            .collect();
+        vals.sort();
+        vals.dedup();
+        vals
+    }
+
+    /// The chunks of every series that lie entirely in `[mint, maxt)`, sorted by labels.
+    pub fn chunks_in_range(&self, mint: i64, maxt: i64) -> Vec<(Labels, Vec<Vec<u8>>)> {
+        let mut out: Vec<(Labels, Vec<Vec<u8>>)> = Vec::new();
+        for m in self.all_series() {
+            let g = m.inner.lock();
+            let mut cs: Vec<Vec<u8>> = g
+                .full
+                .iter()
+                .filter(|c| c.min_time >= mint && c.max_time < maxt)
+                .map(|c| c.data.to_vec())
+                .collect();
+            if !g.open.is_empty() && g.open.min_time() >= mint && g.open.max_time() < maxt {
+                cs.push(g.open.finish());
+            }
+            if !cs.is_empty() {
+                out.push((m.labels.clone(), cs));
+            }
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    /// Drops everything older than `t` (now persisted in a block), raises the minimum valid
+    /// time to `t` and removes series left empty with nothing pending. Returns the number of
+    /// series removed.
+    pub fn truncate_before(&self, t: i64) -> usize {
+        self.set_min_valid_time(t);
+        let mut lo = i64::MAX;
+        let mut removed = Vec::new();
+        for si in 0..SHARDS {
+            let mut s = self.shards[si].write();
+            let mut gone = Vec::new();
+            for m in s.slots.iter().flatten() {
+                let mut g = m.inner.lock();
+                g.full.retain(|c| c.max_time >= t);
+                if !g.open.is_empty() && g.open.max_time() < t {
+                    g.open = ChunkWriter::new();
+                }
+                if let Some(c) = g.full.first() {
+                    lo = lo.min(c.min_time);
+                } else if !g.open.is_empty() {
+                    lo = lo.min(g.open.min_time());
+                }
+                if g.is_empty() && g.pending.is_none() {
+                    gone.push(m.r);
+                }
+            }
+            for r in gone {
+                let slot = (r >> SHARD_BITS) as usize;
+                if let Some(m) = s.slots[slot].take() {
+                    let h = m.labels.stable_hash();
+                    if let Some(v) = s.by_hash.get_mut(&h) {
+                        v.retain(|&x| x != r);
+                        if v.is_empty() {
+                            s.by_hash.remove(&h);
+                        }
+                    }
+                    s.live -= 1;
+                    removed.push(m);
+                }
+            }
+        }
+        if !removed.is_empty() {
+            let mut p = self.postings.write();
+            for m in &removed {
+                for l in &m.labels {
+                    if let Some(vals) = p.get_mut(&l.name) {
+                        if let Some(list) = vals.get_mut(&l.value) {
+                            list.retain(|&x| x != m.r);
+                            if list.is_empty() {
+                                vals.remove(&l.value);
+                            }
+                        }
+                        if vals.is_empty() {
+                            p.remove(&l.name);
+                        }
+                    }
+                }
+            }
+            self.stats
+                .series_removed
+                .fetch_add(removed.len() as u64, Ordering::Relaxed);
+        }
+        self.min_time.store(lo, Ordering::Release);
+        if lo == i64::MAX {
+            self.max_time.store(i64::MIN, Ordering::Release);
+        }
+        removed.len()
+    }
+
+    /// Approximate heap memory held by the head (series, labels, chunks, postings).
+    pub fn memory_bytes(&self) -> usize {
+        let series: usize = self.all_series().iter().map(|m| m.heap_bytes()).sum();
+        let shards: usize = self
+            .shards
+            .iter()
+            .map(|s| {
+                let s = s.read();
+                s.slots.capacity() * 8 + s.by_hash.capacity() * 40
+            })
+            .sum();
+        let postings: usize = self
+            .postings
+            .read()
+            .iter()
+            .map(|(k, vals)| {
+                k.len()
+                    + 48
+                    + vals
+                        .iter()
+                        .map(|(v, l)| v.len() + 72 + l.capacity() * 8)
+                        .sum::<usize>()
+            })
+            .sum();
+        series + shards + postings
+    }
+
+    /// Encodes the head as checkpoint records: every live series and its chunks.
+    pub fn checkpoint_records(&self, buf: &mut Vec<u8>) {
+        crate::wal::record::encode_min_valid(buf, self.min_valid_time());
+        let all = self.all_series();
+        for part in all.chunks(1000) {
+            crate::wal::record::encode_series(buf, part.iter().map(|m| (m.r, &m.labels)));
+        }
+        for m in &all {
+            let g = m.inner.lock();
+            let open = (!g.open.is_empty()).then(|| g.open.finish());
+            let chunks = g.full.iter().map(|c| &c.data[..]).chain(open.as_deref());
+            crate::wal::record::encode_chunks(buf, m.r, chunks);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn l(v: &str) -> Labels {
+        Labels::from_pairs([("__name__", "m"), ("i", v)])
+    }
+
+    fn rs(r: u64, t: i64, v: f64) -> RefSample {
+        RefSample { r, t, v }
+    }
+
+    fn samples(h: &Head, r: u64) -> Vec<(i64, f64)> {
+        let m = h.series(r).unwrap();
+        let mut out = Vec::new();
+        for c in m.chunks(i64::MIN, i64::MAX) {
+            out.extend(chunk::decode(&c.data).unwrap());
+        }
+        out
+    }
+
+    #[test]
+    fn append_rules_by_reason() {
+        let h = Head::new(1000);
+        let r = h.get_or_create(&l("a")).unwrap();
+        assert_eq!(h.get_or_create(&l("a")).unwrap(), r);
+        assert_eq!(h.check_append(r, 10, 1.0).unwrap(), Appended::New);
+        h.commit(&[rs(r, 10, 1.0)]);
+        assert_eq!(h.check_append(r, 10, 1.0).unwrap(), Appended::Duplicate);
+        assert!(matches!(
+            h.check_append(r, 10, 2.0),
+            Err(Error::DuplicateTimestamp)
+        ));
+        assert!(matches!(h.check_append(r, 9, 1.0), Err(Error::OutOfOrder)));
+        // NaN duplicates compare by bits
+        assert_eq!(h.check_append(r, 11, f64::NAN).unwrap(), Appended::New);
+        assert_eq!(
+            h.check_append(r, 11, f64::NAN).unwrap(),
+            Appended::Duplicate
+        );
+        assert!(matches!(
+            h.check_append(r, 11, crate::stale_nan()),
+            Err(Error::DuplicateTimestamp)
+        ));
+        h.rollback(&[rs(r, 11, f64::NAN)]);
+        assert_eq!(h.check_append(r, 11, 5.0).unwrap(), Appended::New);
+        assert!(matches!(
+            h.check_append(99, 1, 1.0),
+            Err(Error::UnknownSeries(99))
+        ));
+        h.set_min_valid_time(100);
+        assert!(matches!(
+            h.check_append(r, 50, 1.0),
+            Err(Error::OutOfBounds)
+        ));
+        let st = &h.stats;
+        assert_eq!(st.duplicate_timestamp.load(Ordering::Relaxed), 2);
+        assert_eq!(st.out_of_order.load(Ordering::Relaxed), 1);
+        assert_eq!(st.out_of_bounds.load(Ordering::Relaxed), 1);
+        assert_eq!(st.exact_duplicates.load(Ordering::Relaxed), 2);
+        assert!(h.get_or_create(&Labels::from_pairs([("x", "y")])).is_err());
+    }
+
+    #[test]
+    fn cuts_chunks_and_truncates() {
+        let h = Head::new(1000);
+        let a = h.get_or_create(&l("a")).unwrap();
+        let b = h.get_or_create(&l("b")).unwrap();
+        let mut batch = Vec::new();
+        for t in 0..2500 {
+            batch.push(rs(a, t, t as f64));
+        }
+        batch.push(rs(b, 5, 1.0));
+        h.commit(&batch);
+        assert_eq!((h.min_time(), h.max_time()), (0, 2499));
+        let got = samples(&h, a);
+        assert_eq!(got.len(), 2500);
+        assert!(got.iter().enumerate().all(|(i, s)| s.0 == i as i64));
+        let m = h.series(a).unwrap();
+        for c in m.chunks(i64::MIN, i64::MAX) {
+            assert_eq!(c.min_time.div_euclid(1000), c.max_time.div_euclid(1000));
+            assert!(chunk::decode(&c.data).unwrap().count() <= MAX_SAMPLES_PER_CHUNK);
+        }
+        let cut = h.chunks_in_range(0, 1000);
+        assert_eq!(cut.len(), 2);
+        assert_eq!(cut[0].0, l("a"));
+        let n: usize = cut[0]
+            .1
+            .iter()
+            .map(|c| chunk::decode(c).unwrap().count())
+            .sum();
+        assert_eq!(n, 1000);
+        assert_eq!(h.truncate_before(1000), 1, "series b is gone");
+        assert!(h.series(b).is_none());
+        assert_eq!(h.lookup(&l("b")), None);
+        assert_eq!(h.label_values("i", &[]), vec!["a".to_string()]);
+        assert_eq!(h.min_time(), 1000);
+        assert_eq!(samples(&h, a).len(), 1500);
+    }
+
+    #[test]
+    fn selects_by_matchers() {
+        use crate::matcher::MatchOp;
+        let h = Head::new(1000);
+        for v in ["a", "b", "c"] {
+            h.get_or_create(&l(v)).unwrap();
+        }
+        h.get_or_create(&Labels::from_pairs([("__name__", "other")]))
+            .unwrap();
+        let sel = |ms: &[Matcher]| {
+            let mut v: Vec<String> = h
+                .select(ms)
+                .iter()
+                .map(|s| s.labels().to_string())
+                .collect();
+            v.sort();
+            v
+        };
+        assert_eq!(sel(&[Matcher::equal("i", "b")]), vec![r#"m{i="b"}"#]);
+        let re = Matcher::new(MatchOp::RegexMatch, "i", "a|c").unwrap();
+        assert_eq!(sel(&[re]), vec![r#"m{i="a"}"#, r#"m{i="c"}"#]);
+        let ne = Matcher::new(MatchOp::NotEqual, "i", "a").unwrap();
+        assert_eq!(sel(&[ne]).len(), 3, "includes the series without label i");
+        assert_eq!(sel(&[Matcher::equal("i", "")]), vec!["other"]);
+        assert_eq!(h.label_names(&[]), vec!["__name__", "i"]);
+        assert_eq!(
+            h.label_names(&[Matcher::equal("__name__", "other")]),
+            vec!["__name__"]
+        );
+        assert_eq!(h.label_values("__name__", &[]), vec!["m", "other"]);
+    }
+
+    #[test]
+    fn replay_with_refs() {
+        let h = Head::new(1000);
+        let la = l("a");
+        let r = (7 << SHARD_BITS) | (la.stable_hash() as usize % SHARDS) as u64;
+        assert!(h.create_with_ref(r, la.clone()));
+        assert!(h.create_with_ref(r, la.clone()));
+        assert!(!h.create_with_ref(r ^ 1, la.clone()), "wrong shard");
+        assert_eq!(h.lookup(&la), Some(r));
+        let m = h.series(r).unwrap();
+        assert!(h.replay_sample(&m, 5, 1.0));
+        assert!(!h.replay_sample(&m, 5, 1.0));
+        // new series get fresh slots after the replayed ones
+        let r2 = h.get_or_create(&l("z")).unwrap();
+        assert_ne!(r2, r);
+    }
+}
