@@ -1,0 +1,809 @@
+//! The Prometheus-compatible configuration file (`prometheus.yml`).
+//!
+//! `global` (scrape_interval, scrape_timeout, external_labels) and `scrape_configs` are read
+//! as Prometheus reads them. Unknown fields are refused with their name and line. Sections
+//! inferdb does not implement (rule_files, alerting, remote_read, service discoveries other
+//! than static and file) are accepted, named in one warning ([`Config::warnings`]) and
+//! ignored.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer};
+
+use super::relabel::RelabelConfig;
+
+/// A configuration error; the message names the field and line where serde_yaml knows them.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("reading {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// YAML that does not parse or has unknown / wrongly typed fields.
+    #[error("parsing YAML: {0}")]
+    Yaml(String),
+    /// A well-formed file whose values do not make sense.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// A Prometheus duration (`15s`, `1m30s`, `500ms`, `1h`, `2d`, `1w`, `1y`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct PromDuration(pub Duration);
+
+/// Parses a Prometheus duration string.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    if s == "0" {
+        return Ok(Duration::ZERO);
+    }
+    let mut rest = s;
+    let mut total: u128 = 0;
+    if rest.is_empty() {
+        return Err("empty duration string".into());
+    }
+    while !rest.is_empty() {
+        let n_end = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .ok_or_else(|| format!("not a valid duration string: {s:?}"))?;
+        if n_end == 0 {
+            return Err(format!("not a valid duration string: {s:?}"));
+        }
+        let n: u128 = rest[..n_end]
+            .parse()
+            .map_err(|_| format!("not a valid duration string: {s:?}"))?;
+        rest = &rest[n_end..];
+        let u_end = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let unit_ms: u128 = match &rest[..u_end] {
+            "ms" => 1,
+            "s" => 1000,
+            "m" => 60_000,
+            "h" => 3_600_000,
+            "d" => 86_400_000,
+            "w" => 604_800_000,
+            "y" => 31_536_000_000,
+            _ => return Err(format!("not a valid duration string: {s:?}")),
+        };
+        rest = &rest[u_end..];
+        total += n * unit_ms;
+    }
+    u64::try_from(total)
+        .map(Duration::from_millis)
+        .map_err(|_| format!("duration out of range: {s:?}"))
+}
+
+impl<'de> Deserialize<'de> for PromDuration {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        parse_duration(&s)
+            .map(PromDuration)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// A byte size as Prometheus writes it (`50MB`, `1GB`, `512KiB`, `0` = no limit); base 1024.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ByteSize(pub u64);
+
+/// Parses a byte size.
+pub fn parse_bytes(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let n_end = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let n: u64 = s[..n_end]
+        .parse()
+        .map_err(|_| format!("invalid size {s:?}"))?;
+    let mult: u64 = match s[n_end..].trim() {
+        "" | "B" => 1,
+        "KB" | "KiB" | "K" => 1 << 10,
+        "MB" | "MiB" | "M" => 1 << 20,
+        "GB" | "GiB" | "G" => 1 << 30,
+        "TB" | "TiB" | "T" => 1 << 40,
+        "PB" | "PiB" | "P" => 1 << 50,
+        _ => return Err(format!("invalid size {s:?}")),
+    };
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("size out of range {s:?}"))
+}
+
+impl<'de> Deserialize<'de> for ByteSize {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            N(u64),
+            S(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::N(n) => Ok(ByteSize(n)),
+            Raw::S(s) => parse_bytes(&s).map(ByteSize).map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+/// The whole file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Defaults for every job.
+    #[serde(default)]
+    pub global: GlobalConfig,
+    /// The jobs.
+    #[serde(default)]
+    pub scrape_configs: Vec<ScrapeConfig>,
+    /// Other files of scrape configs (Prometheus 2.43+); read and appended.
+    #[serde(default)]
+    pub scrape_config_files: Vec<String>,
+    #[serde(default)]
+    rule_files: Option<serde_yaml::Value>,
+    #[serde(default)]
+    alerting: Option<serde_yaml::Value>,
+    /// Remote-write targets, kept raw for the remote-write component.
+    #[serde(default)]
+    pub remote_write: Option<serde_yaml::Value>,
+    #[serde(default)]
+    remote_read: Option<serde_yaml::Value>,
+    #[serde(default)]
+    storage: Option<serde_yaml::Value>,
+    #[serde(default)]
+    tracing: Option<serde_yaml::Value>,
+    #[serde(default)]
+    otlp: Option<serde_yaml::Value>,
+    #[serde(default)]
+    runtime: Option<serde_yaml::Value>,
+    /// Sections that were accepted but are not implemented: one line for the log.
+    #[serde(skip)]
+    pub warnings: Vec<String>,
+}
+
+/// `global:`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GlobalConfig {
+    /// Default scrape interval (1m).
+    #[serde(default = "default_interval")]
+    pub scrape_interval: PromDuration,
+    /// Default scrape timeout (10s, at most the interval).
+    #[serde(default)]
+    pub scrape_timeout: Option<PromDuration>,
+    /// Rule evaluation interval; accepted, unused.
+    #[serde(default)]
+    pub evaluation_interval: Option<PromDuration>,
+    /// Rule query offset; accepted, unused.
+    #[serde(default)]
+    pub rule_query_offset: Option<PromDuration>,
+    /// Labels added to series when they leave inferdb (remote write, federation).
+    #[serde(default)]
+    pub external_labels: BTreeMap<String, String>,
+    /// Accepted, unused.
+    #[serde(default)]
+    pub query_log_file: Option<String>,
+    /// Accepted, unused.
+    #[serde(default)]
+    pub scrape_failure_log_file: Option<String>,
+    /// Accepted, unused (inferdb always offers the Prometheus 3 set).
+    #[serde(default)]
+    pub scrape_protocols: Option<Vec<String>>,
+    /// Default body size limit.
+    #[serde(default)]
+    pub body_size_limit: Option<ByteSize>,
+    /// Default sample limit.
+    #[serde(default)]
+    pub sample_limit: Option<u64>,
+    /// Default label limit.
+    #[serde(default)]
+    pub label_limit: Option<u64>,
+    /// Default label-name length limit.
+    #[serde(default)]
+    pub label_name_length_limit: Option<u64>,
+    /// Default label-value length limit.
+    #[serde(default)]
+    pub label_value_length_limit: Option<u64>,
+    /// Accepted, unused.
+    #[serde(default)]
+    pub target_limit: Option<u64>,
+    /// Accepted, unused.
+    #[serde(default)]
+    pub keep_dropped_targets: Option<u64>,
+    /// Accepted, unused.
+    #[serde(default)]
+    pub metric_name_validation_scheme: Option<String>,
+    /// Accepted, unused.
+    #[serde(default)]
+    pub metric_name_escaping_scheme: Option<String>,
+    /// Accepted, unused.
+    #[serde(default)]
+    pub convert_classic_histograms_to_nhcb: Option<bool>,
+    /// Accepted, unused.
+    #[serde(default)]
+    pub always_scrape_classic_histograms: Option<bool>,
+}
+
+fn default_interval() -> PromDuration {
+    PromDuration(Duration::from_secs(60))
+}
+fn default_path() -> String {
+    "/metrics".into()
+}
+fn default_scheme() -> String {
+    "http".into()
+}
+fn default_true() -> bool {
+    true
+}
+
+impl GlobalConfig {
+    /// The effective default timeout: as given, else 10s capped at the interval.
+    pub fn timeout(&self) -> Duration {
+        match self.scrape_timeout {
+            Some(t) => t.0,
+            None => Duration::from_secs(10).min(self.scrape_interval.0),
+        }
+    }
+}
+
+impl Default for GlobalConfig {
+    fn default() -> Self {
+        serde_yaml::from_str("{}").expect("empty global config deserialises")
+    }
+}
+
+/// `static_configs:` entry.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct StaticConfig {
+    /// `host:port` addresses.
+    #[serde(default)]
+    pub targets: Vec<String>,
+    /// Labels for every target of the group.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+}
+
+/// `file_sd_configs:` entry: JSON or YAML files of target groups.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileSdConfig {
+    /// File paths; the last path element may contain `*`.
+    pub files: Vec<String>,
+    /// How often to re-read the files (5m).
+    #[serde(default)]
+    pub refresh_interval: Option<PromDuration>,
+}
+
+/// `basic_auth:`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BasicAuth {
+    /// User name.
+    pub username: String,
+    /// Password.
+    #[serde(default)]
+    pub password: Option<String>,
+    /// File holding the password.
+    #[serde(default)]
+    pub password_file: Option<String>,
+}
+
+/// `authorization:`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Authorization {
+    /// Scheme (`Bearer`).
+    #[serde(default, rename = "type")]
+    pub kind: Option<String>,
+    /// The credentials.
+    #[serde(default)]
+    pub credentials: Option<String>,
+    /// File holding the credentials.
+    #[serde(default)]
+    pub credentials_file: Option<String>,
+}
+
+/// `tls_config:`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    /// CA certificate (PEM) to verify the server with.
+    #[serde(default)]
+    pub ca_file: Option<String>,
+    /// CA certificate inline.
+    #[serde(default)]
+    pub ca: Option<String>,
+    /// Client certificate (PEM).
+    #[serde(default)]
+    pub cert_file: Option<String>,
+    /// Client key (PEM).
+    #[serde(default)]
+    pub key_file: Option<String>,
+    /// Server name for SNI and verification.
+    #[serde(default)]
+    pub server_name: Option<String>,
+    /// Skip certificate verification.
+    #[serde(default)]
+    pub insecure_skip_verify: bool,
+    /// Accepted, unused.
+    #[serde(default)]
+    pub min_version: Option<String>,
+    /// Accepted, unused.
+    #[serde(default)]
+    pub max_version: Option<String>,
+}
+
+macro_rules! scrape_config {
+    ($($sd:ident),* $(,)?) => {
+        /// One `scrape_configs:` entry (a job).
+        #[derive(Debug, Clone, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub struct ScrapeConfig {
+            /// The job name (`job` label).
+            pub job_name: String,
+            /// Interval (global default).
+            #[serde(default)]
+            pub scrape_interval: Option<PromDuration>,
+            /// Timeout (global default, at most the interval).
+            #[serde(default)]
+            pub scrape_timeout: Option<PromDuration>,
+            /// Path (`/metrics`).
+            #[serde(default = "default_path")]
+            pub metrics_path: String,
+            /// `http` or `https`.
+            #[serde(default = "default_scheme")]
+            pub scheme: String,
+            /// URL query parameters.
+            #[serde(default)]
+            pub params: BTreeMap<String, Vec<String>>,
+            /// Keep the page's labels on conflicts with target labels.
+            #[serde(default)]
+            pub honor_labels: bool,
+            /// Keep the page's timestamps (true).
+            #[serde(default = "default_true")]
+            pub honor_timestamps: bool,
+            /// Accepted, unused.
+            #[serde(default)]
+            pub track_timestamps_staleness: Option<bool>,
+            /// Ask for gzip (true).
+            #[serde(default = "default_true")]
+            pub enable_compression: bool,
+            /// Follow redirects (true).
+            #[serde(default = "default_true")]
+            pub follow_redirects: bool,
+            /// Accepted, unused.
+            #[serde(default)]
+            pub enable_http2: Option<bool>,
+            /// More samples than this fail the scrape (0 = no limit).
+            #[serde(default)]
+            pub sample_limit: Option<u64>,
+            /// More labels on a series than this fail the scrape (0 = no limit).
+            #[serde(default)]
+            pub label_limit: Option<u64>,
+            /// Accepted, unused.
+            #[serde(default)]
+            pub label_name_length_limit: Option<u64>,
+            /// Accepted, unused.
+            #[serde(default)]
+            pub label_value_length_limit: Option<u64>,
+            /// Accepted, unused.
+            #[serde(default)]
+            pub target_limit: Option<u64>,
+            /// Accepted, unused.
+            #[serde(default)]
+            pub keep_dropped_targets: Option<u64>,
+            /// Larger bodies fail the scrape.
+            #[serde(default)]
+            pub body_size_limit: Option<ByteSize>,
+            /// Accepted, unused.
+            #[serde(default)]
+            pub scrape_protocols: Option<Vec<String>>,
+            /// Accepted, unused.
+            #[serde(default)]
+            pub fallback_scrape_protocol: Option<String>,
+            /// Accepted, unused.
+            #[serde(default)]
+            pub scrape_classic_histograms: Option<bool>,
+            /// Accepted, unused.
+            #[serde(default)]
+            pub always_scrape_classic_histograms: Option<bool>,
+            /// Accepted, unused.
+            #[serde(default)]
+            pub convert_classic_histograms_to_nhcb: Option<bool>,
+            /// Accepted, unused.
+            #[serde(default)]
+            pub native_histogram_bucket_limit: Option<u64>,
+            /// Accepted, unused.
+            #[serde(default)]
+            pub native_histogram_min_bucket_factor: Option<f64>,
+            /// Accepted, unused.
+            #[serde(default)]
+            pub metric_name_validation_scheme: Option<String>,
+            /// Accepted, unused.
+            #[serde(default)]
+            pub metric_name_escaping_scheme: Option<String>,
+            /// Accepted, unused.
+            #[serde(default)]
+            pub scrape_failure_log_file: Option<String>,
+            /// Accepted, unused.
+            #[serde(default)]
+            pub proxy_url: Option<String>,
+            /// Accepted, unused.
+            #[serde(default)]
+            pub no_proxy: Option<String>,
+            /// Accepted, unused.
+            #[serde(default)]
+            pub proxy_from_environment: Option<bool>,
+            /// Accepted, unused.
+            #[serde(default)]
+            pub http_headers: Option<serde_yaml::Value>,
+            /// Accepted, unused.
+            #[serde(default)]
+            pub oauth2: Option<serde_yaml::Value>,
+            /// Static targets.
+            #[serde(default)]
+            pub static_configs: Vec<StaticConfig>,
+            /// File service discovery.
+            #[serde(default)]
+            pub file_sd_configs: Vec<FileSdConfig>,
+            /// Basic auth.
+            #[serde(default)]
+            pub basic_auth: Option<BasicAuth>,
+            /// Authorization header.
+            #[serde(default)]
+            pub authorization: Option<Authorization>,
+            /// TLS settings.
+            #[serde(default)]
+            pub tls_config: Option<TlsConfig>,
+            /// Rules applied to targets before scraping.
+            #[serde(default)]
+            pub relabel_configs: Vec<RelabelConfig>,
+            /// Rules applied to scraped series before storing.
+            #[serde(default)]
+            pub metric_relabel_configs: Vec<RelabelConfig>,
+            $(
+                #[serde(default)]
+                $sd: Option<serde_yaml::Value>,
+            )*
+        }
+
+        impl ScrapeConfig {
+            fn unimplemented_sections(&self) -> Vec<&'static str> {
+                let mut v = vec![];
+                $( if self.$sd.is_some() { v.push(stringify!($sd)); } )*
+                v
+            }
+        }
+    };
+}
+
+scrape_config!(
+    azure_sd_configs,
+    consul_sd_configs,
+    digitalocean_sd_configs,
+    docker_sd_configs,
+    dockerswarm_sd_configs,
+    dns_sd_configs,
+    ec2_sd_configs,
+    eureka_sd_configs,
+    gce_sd_configs,
+    hetzner_sd_configs,
+    http_sd_configs,
+    ionos_sd_configs,
+    kubernetes_sd_configs,
+    kuma_sd_configs,
+    lightsail_sd_configs,
+    linode_sd_configs,
+    marathon_sd_configs,
+    nerve_sd_configs,
+    nomad_sd_configs,
+    openstack_sd_configs,
+    ovhcloud_sd_configs,
+    puppetdb_sd_configs,
+    scaleway_sd_configs,
+    serverset_sd_configs,
+    triton_sd_configs,
+    uyuni_sd_configs,
+    vultr_sd_configs,
+    stackit_sd_configs,
+);
+
+impl ScrapeConfig {
+    /// The effective interval.
+    pub fn interval(&self, g: &GlobalConfig) -> Duration {
+        self.scrape_interval.unwrap_or(g.scrape_interval).0
+    }
+    /// The effective timeout: the job's, else the global one capped at the interval.
+    pub fn timeout(&self, g: &GlobalConfig) -> Duration {
+        match self.scrape_timeout {
+            Some(t) => t.0,
+            None => g.timeout().min(self.interval(g)),
+        }
+    }
+    /// A job scraping `urls` (quick start without a file): `http://host:port/path`.
+    pub fn from_urls(job: &str, urls: &[String]) -> Result<Vec<ScrapeConfig>, ConfigError> {
+        let mut out = vec![];
+        for (i, u) in urls.iter().enumerate() {
+            let (scheme, rest) = u
+                .split_once("://")
+                .ok_or_else(|| ConfigError::Invalid(format!("URL without scheme: {u:?}")))?;
+            let (host, path) = match rest.find('/') {
+                Some(p) => (&rest[..p], &rest[p..]),
+                None => (rest, "/metrics"),
+            };
+            let yaml = format!(
+                "job_name: {job:?}\nscheme: {scheme:?}\nmetrics_path: {path:?}\nstatic_configs: [{{targets: [{host:?}]}}]\n"
+            );
+            let mut c: ScrapeConfig =
+                serde_yaml::from_str(&yaml).map_err(|e| ConfigError::Yaml(e.to_string()))?;
+            if i > 0 || urls.len() > 1 {
+                c.job_name = if i == 0 {
+                    job.to_string()
+                } else {
+                    format!("{job}-{i}")
+                };
+            }
+            out.push(c);
+        }
+        Ok(out)
+    }
+}
+
+impl Config {
+    /// Parses a configuration from YAML text; `base_dir` resolves relative file paths.
+    pub fn parse(text: &str) -> Result<Config, ConfigError> {
+        let mut c: Config =
+            serde_yaml::from_str(text).map_err(|e| ConfigError::Yaml(e.to_string()))?;
+        c.check()?;
+        Ok(c)
+    }
+
+    /// Reads and parses a configuration file (and its `scrape_config_files`).
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let mut c: Config = serde_yaml::from_str(&text)
+            .map_err(|e| ConfigError::Yaml(format!("{}: {e}", path.display())))?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        for f in c.scrape_config_files.clone() {
+            let p = base.join(&f);
+            #[derive(Deserialize)]
+            #[serde(deny_unknown_fields)]
+            struct Extra {
+                #[serde(default)]
+                scrape_configs: Vec<ScrapeConfig>,
+            }
+            let t = std::fs::read_to_string(&p).map_err(|source| ConfigError::Io {
+                path: p.clone(),
+                source,
+            })?;
+            let e: Extra = serde_yaml::from_str(&t)
+                .map_err(|e| ConfigError::Yaml(format!("{}: {e}", p.display())))?;
+            c.scrape_configs.extend(e.scrape_configs);
+        }
+        for sc in &mut c.scrape_configs {
+            for f in &mut sc.file_sd_configs {
+                for file in &mut f.files {
+                    if Path::new(file).is_relative() {
+                        *file = base.join(&*file).to_string_lossy().into_owned();
+                    }
+                }
+            }
+        }
+        c.check()?;
+        Ok(c)
+    }
+
+    fn check(&mut self) -> Result<(), ConfigError> {
+        let g = &self.global;
+        if g.timeout() > g.scrape_interval.0 {
+            return Err(ConfigError::Invalid(
+                "global scrape timeout greater than scrape interval".into(),
+            ));
+        }
+        for (k, _) in &g.external_labels {
+            if !valid_label_name(k) {
+                return Err(ConfigError::Invalid(format!(
+                    "{k:?} is not a valid label name in external_labels"
+                )));
+            }
+        }
+        let mut seen = std::collections::HashSet::new();
+        let mut unimpl: Vec<String> = vec![];
+        for (name, present) in [
+            ("rule_files", self.rule_files.is_some()),
+            ("alerting", self.alerting.is_some()),
+            ("remote_read", self.remote_read.is_some()),
+            ("storage", self.storage.is_some()),
+            ("tracing", self.tracing.is_some()),
+            ("otlp", self.otlp.is_some()),
+            ("runtime", self.runtime.is_some()),
+        ] {
+            if present {
+                unimpl.push(name.to_string());
+            }
+        }
+        for sc in &self.scrape_configs {
+            if sc.job_name.is_empty() {
+                return Err(ConfigError::Invalid("job_name is empty".into()));
+            }
+            if !seen.insert(sc.job_name.clone()) {
+                return Err(ConfigError::Invalid(format!(
+                    "found multiple scrape configs with job name {:?}",
+                    sc.job_name
+                )));
+            }
+            let (iv, to) = (sc.interval(g), sc.timeout(g));
+            if iv.is_zero() {
+                return Err(ConfigError::Invalid(format!(
+                    "job {:?}: scrape interval must be greater than zero",
+                    sc.job_name
+                )));
+            }
+            if to > iv {
+                return Err(ConfigError::Invalid(format!(
+                    "job {:?}: scrape timeout greater than scrape interval",
+                    sc.job_name
+                )));
+            }
+            if sc.scheme != "http" && sc.scheme != "https" {
+                return Err(ConfigError::Invalid(format!(
+                    "job {:?}: unknown scheme {:?}",
+                    sc.job_name, sc.scheme
+                )));
+            }
+            if sc.basic_auth.is_some() && sc.authorization.is_some() {
+                return Err(ConfigError::Invalid(format!(
+                    "job {:?}: at most one of basic_auth, authorization must be configured",
+                    sc.job_name
+                )));
+            }
+            for r in sc.relabel_configs.iter().chain(&sc.metric_relabel_configs) {
+                r.validate()
+                    .map_err(|e| ConfigError::Invalid(format!("job {:?}: {e}", sc.job_name)))?;
+            }
+            for s in sc.unimplemented_sections() {
+                unimpl.push(format!("{s} (job {:?})", sc.job_name));
+            }
+        }
+        if !unimpl.is_empty() {
+            self.warnings.push(format!(
+                "configuration sections not implemented by inferdb and ignored: {}",
+                unimpl.join(", ")
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn valid_label_name(s: &str) -> bool {
+    let mut c = s.chars();
+    matches!(c.next(), Some(ch) if ch.is_ascii_alphabetic() || ch == '_')
+        && c.all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const VLLM: &str = r#"
+global:
+  scrape_interval: 5s
+  evaluation_interval: 30s
+  external_labels:
+    cluster: prod
+rule_files:
+  - rules.yml
+alerting:
+  alertmanagers: []
+scrape_configs:
+  - job_name: vllm
+    scrape_interval: 1s
+    metrics_path: /metrics
+    static_configs:
+      - targets: ['localhost:8000', 'localhost:8001']
+        labels:
+          model: llama
+    metric_relabel_configs:
+      - source_labels: [__name__]
+        regex: 'python_.*'
+        action: drop
+  - job_name: dcgm
+    scheme: https
+    params:
+      collect[]: [a, b]
+    basic_auth: {username: u, password: p}
+    tls_config: {insecure_skip_verify: true}
+    kubernetes_sd_configs:
+      - role: pod
+    static_configs:
+      - targets: ['gpu:9400']
+"#;
+
+    #[test]
+    fn parses_a_vllm_config() {
+        let c = Config::parse(VLLM).unwrap();
+        assert_eq!(c.global.scrape_interval.0, Duration::from_secs(5));
+        assert_eq!(c.global.timeout(), Duration::from_secs(5));
+        assert_eq!(c.global.external_labels.get("cluster").unwrap(), "prod");
+        let v = &c.scrape_configs[0];
+        assert_eq!(v.interval(&c.global), Duration::from_secs(1));
+        // global timeout (10s) capped at the job's interval
+        assert_eq!(v.timeout(&c.global), Duration::from_secs(1));
+        assert_eq!(v.static_configs[0].targets.len(), 2);
+        assert_eq!(v.metric_relabel_configs.len(), 1);
+        assert!(v.honor_timestamps);
+        assert!(!v.honor_labels);
+        let d = &c.scrape_configs[1];
+        assert_eq!(d.scheme, "https");
+        assert_eq!(d.params["collect[]"], vec!["a", "b"]);
+        assert!(d.tls_config.as_ref().unwrap().insecure_skip_verify);
+        assert_eq!(d.interval(&c.global), Duration::from_secs(5));
+        assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
+        let w = &c.warnings[0];
+        assert!(w.contains("rule_files"), "{w}");
+        assert!(w.contains("alerting"), "{w}");
+        assert!(w.contains("kubernetes_sd_configs"), "{w}");
+    }
+
+    #[test]
+    fn refuses_unknown_fields_with_name_and_line() {
+        let e = Config::parse("global:\n  scrape_interval: 5s\n  scrape_intervall: 3s\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("scrape_intervall"), "{e}");
+        assert!(e.contains("line 3"), "{e}");
+        let e = Config::parse("scrape_configs:\n  - job_name: a\n    static_config: []\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("static_config"), "{e}");
+        assert!(e.contains("line 3"), "{e}");
+        let e = Config::parse("bogus: 1\n").unwrap_err().to_string();
+        assert!(e.contains("bogus"), "{e}");
+    }
+
+    #[test]
+    fn refuses_bad_values() {
+        for (yaml, what) in [
+            ("global: {scrape_interval: 5x}", "duration"),
+            (
+                "scrape_configs: [{job_name: a, scrape_interval: 1s, scrape_timeout: 2s}]",
+                "timeout greater",
+            ),
+            ("scrape_configs: [{job_name: a}, {job_name: a}]", "multiple"),
+            ("scrape_configs: [{job_name: a, scheme: ftp}]", "scheme"),
+            (
+                "scrape_configs: [{job_name: a, relabel_configs: [{action: hashmod, target_label: x}]}]",
+                "modulus",
+            ),
+        ] {
+            let e = Config::parse(yaml).unwrap_err().to_string();
+            assert!(e.contains(what), "{yaml}: {e}");
+        }
+    }
+
+    #[test]
+    fn durations_and_sizes() {
+        assert_eq!(parse_duration("1m30s").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("2d").unwrap(), Duration::from_secs(172_800));
+        assert!(parse_duration("1.5s").is_err());
+        assert!(parse_duration("").is_err());
+        assert_eq!(parse_bytes("50MB").unwrap(), 50 << 20);
+        assert_eq!(parse_bytes("0").unwrap(), 0);
+        assert!(parse_bytes("5XB").is_err());
+    }
+
+    #[test]
+    fn from_urls_quick_start() {
+        let c = ScrapeConfig::from_urls("vllm", &["http://localhost:8000/metrics".into()]).unwrap();
+        assert_eq!(c[0].job_name, "vllm");
+        assert_eq!(c[0].static_configs[0].targets, vec!["localhost:8000"]);
+        assert_eq!(c[0].metrics_path, "/metrics");
+    }
+}
