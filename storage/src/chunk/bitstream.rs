@@ -1,0 +1,424 @@
+//! Bit-level writer and reader (most significant bit first), LEB128 varints, zigzag, and the
+//! adaptive Rice coder shared by the timestamp and integer value streams.
+//!
+//! The reader never panics: reads past the end return zero bits and advance the position, and
+//! callers compare [`BitReader::overrun`] once per sample.
+
+/// Something bits can be written to: a real [`BitWriter`] or a [`BitCounter`] that only counts.
+pub(crate) trait BitSink {
+    /// Writes the low `n` bits of `value` (`n <= 64`), most significant first.
+    fn write(&mut self, value: u64, n: u32);
+}
+
+/// Counts bits instead of storing them (used to price alternative encodings).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct BitCounter(pub u64);
+
+impl BitSink for BitCounter {
+    #[inline]
+    fn write(&mut self, _value: u64, n: u32) {
+        self.0 += u64::from(n);
+    }
+}
+
+/// An append-only bit buffer backed by a `Vec<u8>`; the last byte is zero-padded.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct BitWriter {
+    buf: Vec<u8>,
+    bits: u64,
+}
+
+impl BitWriter {
+    /// An empty writer.
+    pub(crate) fn new() -> Self {
+        BitWriter {
+            buf: Vec::new(),
+            bits: 0,
+        }
+    }
+
+    /// Number of bits written.
+    pub(crate) fn bit_len(&self) -> u64 {
+        self.bits
+    }
+
+    /// The bytes written so far (the last one zero-padded).
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.buf
+    }
+
+    /// Heap capacity held.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.buf.capacity()
+    }
+}
+
+impl BitSink for BitWriter {
+    #[inline]
+    fn write(&mut self, value: u64, n: u32) {
+        if n == 0 {
+            return;
+        }
+        let mut n = n.min(64);
+        let v = if n == 64 {
+            value
+        } else {
+            value & ((1u64 << n) - 1)
+        };
+        while n > 0 {
+            let used = (self.bits & 7) as u32;
+            if used == 0 {
+                if self.buf.len() == self.buf.capacity() {
+                    // grow gently: chunks are small and many are open at once
+                    let extra = (self.buf.capacity() / 2).clamp(16, 256);
+                    self.buf.reserve_exact(extra);
+                }
+                self.buf.push(0);
+            }
+            let free = 8 - used;
+            let take = free.min(n);
+            let part = (v >> (n - take)) & ((1u64 << take) - 1);
+            if let Some(last) = self.buf.last_mut() {
+                *last |= (part as u8) << (free - take);
+            }
+            n -= take;
+            self.bits += u64::from(take);
+        }
+    }
+}
+
+/// Reads bits from a byte slice, most significant bit first.
+#[derive(Debug, Clone)]
+pub(crate) struct BitReader<'a> {
+    data: &'a [u8],
+    pos: u64,
+    end: u64,
+}
+
+impl<'a> BitReader<'a> {
+    /// A reader over the first `end_bits` bits of `data` (clamped to the slice).
+    pub(crate) fn new(data: &'a [u8], end_bits: u64) -> Self {
+        let max = (data.len() as u64).saturating_mul(8);
+        BitReader {
+            data,
+            pos: 0,
+            end: end_bits.min(max),
+        }
+    }
+
+    /// Whether reads went past the end of the stream.
+    #[inline]
+    pub(crate) fn overrun(&self) -> bool {
+        self.pos > self.end
+    }
+
+    /// Bits not yet read (0 after an overrun).
+    pub(crate) fn remaining(&self) -> u64 {
+        self.end.saturating_sub(self.pos)
+    }
+
+    /// Current bit position.
+    pub(crate) fn pos(&self) -> u64 {
+        self.pos
+    }
+
+    /// The next 64 bits, left-aligned; at least 57 of them are real stream bits (bits past the
+    /// data are zero). Never panics.
+    #[inline]
+    pub(crate) fn peek(&self) -> u64 {
+        let byte = (self.pos >> 3) as usize;
+        let shift = (self.pos & 7) as u32;
+        let word = match self.data.get(byte..byte.wrapping_add(8)) {
+            Some(s) => {
+                let mut a = [0u8; 8];
+                a.copy_from_slice(s);
+                u64::from_be_bytes(a)
+            }
+            None => {
+                let mut a = [0u8; 8];
+                if let Some(rest) = self.data.get(byte..) {
+                    let n = rest.len().min(8);
+                    a[..n].copy_from_slice(&rest[..n]);
+                }
+                u64::from_be_bytes(a)
+            }
+        };
+        word << shift
+    }
+
+    /// Skips `n` bits.
+    #[inline]
+    pub(crate) fn skip(&mut self, n: u32) {
+        self.pos = self.pos.saturating_add(u64::from(n));
+    }
+
+    /// Reads `n <= 56` bits.
+    #[inline]
+    pub(crate) fn read(&mut self, n: u32) -> u64 {
+        if n == 0 {
+            return 0;
+        }
+        let n = n.min(56);
+        let v = self.peek() >> (64 - n);
+        self.skip(n);
+        v
+    }
+
+    /// Reads `n <= 64` bits.
+    #[inline]
+    pub(crate) fn read_long(&mut self, n: u32) -> u64 {
+        if n <= 56 {
+            self.read(n)
+        } else {
+            let n = n.min(64);
+            let hi = self.read(n - 32);
+            let lo = self.read(32);
+            (hi << 32) | lo
+        }
+    }
+}
+
+/// Zigzag-maps a signed integer so small magnitudes become small unsigned numbers.
+#[inline]
+pub(crate) fn zigzag(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+/// Inverse of [`zigzag`].
+#[inline]
+pub(crate) fn unzigzag(z: u64) -> i64 {
+    ((z >> 1) as i64) ^ -((z & 1) as i64)
+}
+
+/// Appends `v` as an unsigned LEB128 varint.
+pub(crate) fn put_uvarint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Reads an unsigned LEB128 varint at `*pos`, advancing it. `None` on truncation or overflow.
+pub(crate) fn get_uvarint(data: &[u8], pos: &mut usize) -> Option<u64> {
+    let mut v: u64 = 0;
+    let mut shift = 0u32;
+    loop {
+        let b = *data.get(*pos)?;
+        *pos += 1;
+        if shift == 63 && b > 1 {
+            return None;
+        }
+        v |= u64::from(b & 0x7f) << shift;
+        if b & 0x80 == 0 {
+            return Some(v);
+        }
+        shift += 7;
+        if shift > 63 {
+            return None;
+        }
+    }
+}
+
+/// Unary prefixes at least this long are escapes followed by an explicit bit length.
+pub(crate) const RICE_ESCAPE: u32 = 16;
+/// Cap on a residual's contribution to the running mean (keeps the state bounded).
+const RICE_CAP: u64 = 1 << 50;
+
+/// Adaptive Rice coder for unsigned residuals. The parameter `k` follows a running mean of the
+/// recent residuals (an exponential moving average with weight 1/16), which the decoder
+/// recomputes from the decoded values, so no parameter is stored.
+///
+/// Code for `z` with `q = z >> k`: if `q < 16`, `q` one-bits, a zero bit, then the low `k` bits
+/// of `z`; otherwise sixteen one-bits, `bitlen(z) - 1` in 6 bits, then `z` without its top bit.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Rice {
+    m: u64,
+}
+
+impl Rice {
+    #[inline]
+    fn k(&self) -> u32 {
+        64 - (self.m >> 4).leading_zeros()
+    }
+
+    #[inline]
+    fn update(&mut self, z: u64) {
+        self.m = self.m - (self.m >> 4) + z.min(RICE_CAP);
+    }
+
+    /// Encodes `z`, returning the number of bits written.
+    #[inline]
+    pub(crate) fn encode<S: BitSink>(&mut self, z: u64, out: &mut S) -> u32 {
+        let k = self.k();
+        let q = z >> k;
+        let bits = if q < u64::from(RICE_ESCAPE) {
+            let q = q as u32;
+            // q ones followed by a zero
+            out.write((1u64 << (q + 1)) - 2, q + 1);
+            out.write(z, k);
+            q + 1 + k
+        } else {
+            let bl = 64 - z.leading_zeros(); // >= 5 since z >= 16
+            out.write((1u64 << RICE_ESCAPE) - 1, RICE_ESCAPE);
+            out.write(u64::from(bl - 1), 6);
+            out.write(z, bl - 1);
+            RICE_ESCAPE + 6 + bl - 1
+        };
+        self.update(z);
+        bits
+    }
+
+    /// Decodes one residual. Corrupt input yields some value and possibly an overrun.
+    #[inline]
+    pub(crate) fn decode(&mut self, r: &mut BitReader<'_>) -> u64 {
+        let k = self.k();
+        let p = r.peek();
+        let q = (!p).leading_zeros();
+        let z = if q < RICE_ESCAPE {
+            if q + 1 + k <= 64 {
+                // fast path: prefix and payload within the peeked word
+                let total = q + 1 + k;
+                let low = if k == 0 {
+                    0
+                } else {
+                    (p << (q + 1)) >> (64 - k)
+                };
+                // peek guarantees 57 real bits; longer codes fall back to a second read
+                if total <= 57 {
+                    r.skip(total);
+                    (u64::from(q) << k) | low
+                } else {
+                    r.skip(q + 1);
+                    (u64::from(q) << k) | r.read_long(k)
+                }
+            } else {
+                r.skip(q + 1);
+                (u64::from(q) << k) | r.read_long(k)
+            }
+        } else {
+            r.skip(RICE_ESCAPE);
+            let bl = r.read(6) as u32 + 1;
+            let rest = r.read_long(bl - 1);
+            (1u64 << (bl - 1)) | rest
+        };
+        self.update(z);
+        z
+    }
+
+    /// The cost in bits of encoding `z` next, updating the state as `encode` would.
+    #[inline]
+    pub(crate) fn cost(&mut self, z: u64) -> u32 {
+        let mut c = BitCounter(0);
+        self.encode(z, &mut c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bits_round_trip() {
+        let mut w = BitWriter::new();
+        let items: Vec<(u64, u32)> = vec![
+            (1, 1),
+            (0, 1),
+            (0x5, 3),
+            (u64::MAX, 64),
+            (0x1234_5678_9abc, 48),
+            (0, 0),
+            (3, 2),
+            (0xdead_beef_cafe_f00d, 64),
+            (0x7f, 7),
+        ];
+        for &(v, n) in &items {
+            w.write(v, n);
+        }
+        let total: u32 = items.iter().map(|x| x.1).sum();
+        assert_eq!(w.bit_len(), u64::from(total));
+        let mut r = BitReader::new(w.bytes(), w.bit_len());
+        for &(v, n) in &items {
+            let mask = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
+            assert_eq!(r.read_long(n), v & mask, "n={n}");
+        }
+        assert!(!r.overrun());
+        assert_eq!(r.remaining(), 0);
+        r.read(1);
+        assert!(r.overrun());
+    }
+
+    #[test]
+    fn varint_round_trip_and_errors() {
+        let mut out = Vec::new();
+        for v in [0u64, 1, 127, 128, 300, u64::MAX, 1 << 63] {
+            out.clear();
+            put_uvarint(&mut out, v);
+            let mut p = 0;
+            assert_eq!(get_uvarint(&out, &mut p), Some(v));
+            assert_eq!(p, out.len());
+            // truncated
+            let mut p = 0;
+            assert_eq!(get_uvarint(&out[..out.len() - 1], &mut p), None);
+        }
+        // 11 continuation bytes overflow
+        let bad = [0xffu8; 11];
+        let mut p = 0;
+        assert_eq!(get_uvarint(&bad, &mut p), None);
+        // 10th byte > 1 overflows
+        let mut bad = vec![0xffu8; 9];
+        bad.push(0x02);
+        let mut p = 0;
+        assert_eq!(get_uvarint(&bad, &mut p), None);
+    }
+
+    #[test]
+    fn zigzag_round_trip() {
+        for v in [0i64, 1, -1, 2, -2, i64::MAX, i64::MIN, 12345, -98765] {
+            assert_eq!(unzigzag(zigzag(v)), v);
+        }
+        assert_eq!(zigzag(0), 0);
+        assert_eq!(zigzag(-1), 1);
+        assert_eq!(zigzag(1), 2);
+    }
+
+    #[test]
+    fn rice_round_trip() {
+        let values: Vec<u64> = vec![
+            0,
+            0,
+            1,
+            5,
+            1000,
+            1003,
+            998,
+            u64::MAX,
+            0,
+            1 << 40,
+            3,
+            (1 << 50) + 7,
+            17,
+            0,
+            0,
+            0,
+            u64::MAX - 1,
+        ];
+        let mut w = BitWriter::new();
+        let mut e = Rice::default();
+        let mut c = Rice::default();
+        let mut total = 0u64;
+        for &v in &values {
+            let b = e.encode(v, &mut w);
+            assert_eq!(b, c.cost(v));
+            total += u64::from(b);
+        }
+        assert_eq!(total, w.bit_len());
+        let mut r = BitReader::new(w.bytes(), w.bit_len());
+        let mut d = Rice::default();
+        for &v in &values {
+            assert_eq!(d.decode(&mut r), v);
+        }
+        assert!(!r.overrun());
+        assert_eq!(r.remaining(), 0);
+    }
+}

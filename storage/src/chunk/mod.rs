@@ -1,0 +1,1169 @@
+//! Compressed chunks of up to [`MAX_SAMPLES_PER_CHUNK`] samples of one series.
+//!
+//! Timestamps are coded as deltas of deltas (or deltas against the first delta, or not at all
+//! when the spacing is perfectly regular); values either Gorilla-style XOR'd, or as scaled
+//! integers (`v == n / 10^k`) coded as deltas or deltas of deltas, or not at all when constant.
+//! Residuals go through an adaptive Rice coder ([`bitstream`]). The [`ChunkWriter`] codes samples
+//! as they arrive (integers while the values allow it, switching to XOR when a value does not)
+//! and [`ChunkWriter::finish`] re-codes the chunk with whichever variant is smallest.
+//! Every value bit pattern (`-0.0`, NaNs including the staleness marker, infinities)
+//! round-trips exactly.
+//!
+//! # Byte layout
+//!
+//! ```text
+//! chunk   := kind [intparams] count:uvarint body_len:uvarint body crc32:u32le
+//! kind    := u8: bits 0-1 value coding (1 XOR, 2 integer, 3 constant),
+//!                bit 2 timestamps as delta - first delta (else delta of delta),
+//!                bit 3 timestamps regular (no timestamp bits), bits 4-7 zero
+//! intparams := u8 (only for integer coding): bits 0-3 decimals k (<= 9),
+//!                bit 4 residual is the delta (else delta of delta),
+//!                bit 5 all residuals zero (no value bits), bits 6-7 zero
+//! body    := (empty when count = 0)
+//!            t0:zigzag-uvarint [first_delta:zigzag-uvarint if count >= 2]
+//!            first_value:uvarint (integer: zigzag(n0); else the f64 bits byte-swapped,
+//!                                 so values with short mantissas take few bytes)
+//!            bitstream: for samples 2.. : [timestamp residual] [value code], MSB first,
+//!                       zero-padded to a byte
+//! crc32   := CRC-32 (IEEE) of every byte from kind to the end of body
+//! ```
+//!
+//! Residuals of timestamps and integers are zigzag mapped and coded with
+//! [`bitstream::Rice`]; XOR value codes follow the Gorilla paper (see [`xor`]).
+
+pub(crate) mod bitstream;
+pub(crate) mod int;
+pub(crate) mod xor;
+
+use crate::error::Error;
+use bitstream::{
+    get_uvarint, put_uvarint, unzigzag, zigzag, BitCounter, BitReader, BitWriter, Rice,
+};
+use xor::XorState;
+
+/// The number of samples at which the head should cut a chunk.
+pub const MAX_SAMPLES_PER_CHUNK: usize = 120;
+
+/// The most samples one encoded chunk can hold (appends beyond are ignored).
+pub const MAX_ENCODED_SAMPLES: usize = u16::MAX as usize;
+
+const KIND_MASK: u8 = 0b11;
+const KIND_XOR: u8 = 1;
+const KIND_INT: u8 = 2;
+const KIND_CONST: u8 = 3;
+const TS_DELTA: u8 = 1 << 2;
+const TS_REGULAR: u8 = 1 << 3;
+const KIND_RESERVED: u8 = 0xf0;
+const INT_DEC_MASK: u8 = 0x0f;
+const INT_DELTA: u8 = 1 << 4;
+const INT_NO_BITS: u8 = 1 << 5;
+const INT_RESERVED: u8 = 0xc0;
+
+/// How a chunk codes its timestamps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeEncoding {
+    /// Zigzag/Rice coded delta of delta (Gorilla's scheme).
+    DeltaOfDelta,
+    /// Zigzag/Rice coded difference between each delta and the first delta.
+    Delta,
+    /// All deltas equal the first: no timestamp bits.
+    Regular,
+}
+
+/// How a chunk codes its values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ValueEncoding {
+    /// Gorilla XOR of the float bits.
+    Xor,
+    /// Integers `n` with `v == n / 10^decimals`, coded as residuals.
+    Int {
+        /// The number of decimals `k`.
+        decimals: u8,
+        /// Residuals are deltas of deltas (else deltas).
+        delta_of_delta: bool,
+        /// All residuals are zero: no value bits.
+        no_bits: bool,
+    },
+    /// Every value has the first value's bits: no value bits.
+    Const,
+}
+
+/// Which coding [`ChunkWriter::finish_with`] produces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EncodePolicy {
+    /// The smallest variant (what [`ChunkWriter::finish`] does).
+    Auto,
+    /// Classic Gorilla: delta-of-delta timestamps and XOR values, whatever the data.
+    Xor,
+    /// Delta-of-delta timestamps and delta-of-delta scaled integers; only possible while every
+    /// value is an integer (or has at most 9 decimals).
+    Int,
+}
+
+/// The decoded header of an encoded chunk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChunkHeader {
+    /// Timestamp coding.
+    pub time: TimeEncoding,
+    /// Value coding.
+    pub value: ValueEncoding,
+    /// Number of samples.
+    pub num_samples: u16,
+    /// Length of the whole chunk in bytes (header, body and checksum).
+    pub len: usize,
+}
+
+/// Time range and sample count of a chunk, as kept in indexes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChunkMeta {
+    /// Timestamp of the first sample (`i64::MAX` for an empty chunk).
+    pub min_time: i64,
+    /// Timestamp of the last sample (`i64::MIN` for an empty chunk).
+    pub max_time: i64,
+    /// Number of samples.
+    pub num_samples: u16,
+}
+
+fn corrupt(offset: usize, reason: impl Into<String>) -> Error {
+    Error::corrupt("chunk", "", offset as u64, reason)
+}
+
+/// A coder for one chunk with fixed codings.
+#[derive(Debug, Clone)]
+struct Encoder {
+    w: BitWriter,
+    time: TimeEncoding,
+    value: ValueEncoding,
+    count: u16,
+    t0: i64,
+    delta1: i64,
+    t_last: i64,
+    delta_prev: i64,
+    first_bits: u64,
+    n0: i64,
+    n_prev: i64,
+    d_prev: i64,
+    ts_rice: Rice,
+    v_rice: Rice,
+    xor: XorState,
+}
+
+impl Encoder {
+    fn new(time: TimeEncoding, value: ValueEncoding) -> Self {
+        Encoder {
+            w: BitWriter::new(),
+            time,
+            value,
+            count: 0,
+            t0: 0,
+            delta1: 0,
+            t_last: 0,
+            delta_prev: 0,
+            first_bits: 0,
+            n0: 0,
+            n_prev: 0,
+            d_prev: 0,
+            ts_rice: Rice::default(),
+            v_rice: Rice::default(),
+            xor: XorState::default(),
+        }
+    }
+
+    /// Codes a sample; `n` is the scaled integer of `v` for integer coding (ignored otherwise).
+    /// Returns the (timestamp, value) bits written.
+    #[inline]
+    fn push(&mut self, t: i64, v: f64, n: i64) -> (u32, u32) {
+        let bits = v.to_bits();
+        let (mut tb, mut vb) = (0, 0);
+        if self.count == 0 {
+            self.t0 = t;
+            self.t_last = t;
+            self.first_bits = bits;
+            self.n0 = n;
+            self.n_prev = n;
+            self.d_prev = 0;
+            self.xor = XorState::new(bits);
+        } else {
+            let delta = t.wrapping_sub(self.t_last);
+            if self.count == 1 {
+                self.delta1 = delta;
+            } else {
+                match self.time {
+                    TimeEncoding::Regular => {}
+                    TimeEncoding::Delta => {
+                        tb = self
+                            .ts_rice
+                            .encode(zigzag(delta.wrapping_sub(self.delta1)), &mut self.w)
+                    }
+                    TimeEncoding::DeltaOfDelta => {
+                        tb = self
+                            .ts_rice
+                            .encode(zigzag(delta.wrapping_sub(self.delta_prev)), &mut self.w)
+                    }
+                }
+            }
+            self.delta_prev = delta;
+            self.t_last = t;
+            match self.value {
+                ValueEncoding::Const => {}
+                ValueEncoding::Xor => vb = self.xor.encode(bits, &mut self.w),
+                ValueEncoding::Int {
+                    delta_of_delta,
+                    no_bits,
+                    ..
+                } => {
+                    let d = n.wrapping_sub(self.n_prev);
+                    let r = if delta_of_delta {
+                        d.wrapping_sub(self.d_prev)
+                    } else {
+                        d
+                    };
+                    if !no_bits {
+                        vb = self.v_rice.encode(zigzag(r), &mut self.w);
+                    }
+                    self.d_prev = d;
+                    self.n_prev = n;
+                }
+            }
+        }
+        self.count += 1;
+        (tb, vb)
+    }
+
+    fn kind_bytes(&self) -> ([u8; 2], usize) {
+        let mut b0 = match self.value {
+            ValueEncoding::Xor => KIND_XOR,
+            ValueEncoding::Int { .. } => KIND_INT,
+            ValueEncoding::Const => KIND_CONST,
+        };
+        match self.time {
+            TimeEncoding::DeltaOfDelta => {}
+            TimeEncoding::Delta => b0 |= TS_DELTA,
+            TimeEncoding::Regular => b0 |= TS_REGULAR,
+        }
+        match self.value {
+            ValueEncoding::Int {
+                decimals,
+                delta_of_delta,
+                no_bits,
+            } => {
+                let mut b1 = decimals & INT_DEC_MASK;
+                if !delta_of_delta {
+                    b1 |= INT_DELTA;
+                }
+                if no_bits {
+                    b1 |= INT_NO_BITS;
+                }
+                ([b0, b1], 2)
+            }
+            _ => ([b0, 0], 1),
+        }
+    }
+
+    fn first_value_code(&self) -> u64 {
+        match self.value {
+            ValueEncoding::Int { .. } => zigzag(self.n0),
+            _ => self.first_bits.swap_bytes(),
+        }
+    }
+
+    /// The encoded chunk: header, body, checksum.
+    fn to_bytes(&self) -> Vec<u8> {
+        let mut prefix = Vec::with_capacity(32);
+        if self.count > 0 {
+            put_uvarint(&mut prefix, zigzag(self.t0));
+            if self.count >= 2 {
+                put_uvarint(&mut prefix, zigzag(self.delta1));
+            }
+            put_uvarint(&mut prefix, self.first_value_code());
+        }
+        let bitstream = self.w.bytes();
+        let body_len = prefix.len() + bitstream.len();
+        let mut out = Vec::with_capacity(body_len + 16);
+        let (kb, kn) = self.kind_bytes();
+        out.extend_from_slice(&kb[..kn]);
+        put_uvarint(&mut out, u64::from(self.count));
+        put_uvarint(&mut out, body_len as u64);
+        out.extend_from_slice(&prefix);
+        out.extend_from_slice(bitstream);
+        let crc = crc32fast::hash(&out);
+        out.extend_from_slice(&crc.to_le_bytes());
+        out
+    }
+
+    fn iter(&self) -> SampleIter<'_> {
+        SampleIter::new(
+            self.time,
+            self.value,
+            self.count,
+            self.t0,
+            self.delta1,
+            self.first_value_code(),
+            BitReader::new(self.w.bytes(), self.w.bit_len()),
+            0,
+        )
+    }
+}
+
+/// An open, appendable chunk (the head's current chunk of a series).
+///
+/// Samples are coded as they arrive, so the memory held is about the size of the finished
+/// chunk. Values start in the integer coding while they are whole numbers (or have few
+/// decimals) and the chunk is re-coded once as XOR when a value does not fit. Alongside, the
+/// writer prices the alternative codings, and [`finish`](ChunkWriter::finish) emits the
+/// smallest.
+#[derive(Debug, Clone)]
+pub struct ChunkWriter {
+    enc: Encoder,
+    ts_delta: Rice,
+    ts_delta_bits: u64,
+    ts_dod_bits: u64,
+    ts_regular: bool,
+    v_delta: Rice,
+    v_delta_bits: u64,
+    v_dod_bits: u64,
+    v_dod_zero: bool,
+    v_xor: XorState,
+    v_xor_bits: u64,
+    v_const: bool,
+    max_abs_n: i64,
+}
+
+impl Default for ChunkWriter {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ChunkWriter {
+    /// An empty chunk.
+    pub fn new() -> Self {
+        Self::with_value_encoding(ValueEncoding::Xor)
+    }
+
+    fn with_value_encoding(value: ValueEncoding) -> Self {
+        ChunkWriter {
+            enc: Encoder::new(TimeEncoding::DeltaOfDelta, value),
+            ts_delta: Rice::default(),
+            ts_delta_bits: 0,
+            ts_dod_bits: 0,
+            ts_regular: true,
+            v_delta: Rice::default(),
+            v_delta_bits: 0,
+            v_dod_bits: 0,
+            v_dod_zero: true,
+            v_xor: XorState::default(),
+            v_xor_bits: 0,
+            v_const: true,
+            max_abs_n: 0,
+        }
+    }
+
+    /// Appends a sample. The caller guarantees that `t` is greater than [`max_time`]; a sample
+    /// that is not, or one beyond [`MAX_ENCODED_SAMPLES`], is ignored. The head cuts chunks at
+    /// [`MAX_SAMPLES_PER_CHUNK`] (see [`is_full`](ChunkWriter::is_full)).
+    ///
+    /// [`max_time`]: ChunkWriter::max_time
+    pub fn append(&mut self, t: i64, v: f64) {
+        let count = self.enc.count;
+        if usize::from(count) >= MAX_ENCODED_SAMPLES || (count > 0 && t <= self.enc.t_last) {
+            return;
+        }
+        if count == 0 {
+            let value = match int::min_decimals(v, 0) {
+                Some(k) => ValueEncoding::Int {
+                    decimals: k,
+                    delta_of_delta: true,
+                    no_bits: false,
+                },
+                None => ValueEncoding::Xor,
+            };
+            *self = Self::with_value_encoding(value);
+            let n = int::to_scaled(v, decimals_of(value)).unwrap_or(0);
+            self.push(t, v, n);
+            return;
+        }
+        match self.enc.value {
+            ValueEncoding::Int { decimals: k, .. } => {
+                if let Some(n) = int::to_scaled(v, k) {
+                    self.push(t, v, n);
+                    return;
+                }
+                // more decimals for all values, or XOR
+                let wider = int::min_decimals(v, k.saturating_add(1)).filter(|&k2| {
+                    let factor = int::POW10_I[usize::from(k2 - k)];
+                    self.max_abs_n
+                        .checked_mul(factor)
+                        .is_some_and(|m| m <= int::MAX_INT)
+                });
+                let value = match wider {
+                    Some(k2) => ValueEncoding::Int {
+                        decimals: k2,
+                        delta_of_delta: true,
+                        no_bits: false,
+                    },
+                    None => ValueEncoding::Xor,
+                };
+                self.recode(value);
+                let k2 = decimals_of(self.enc.value);
+                match self.enc.value {
+                    ValueEncoding::Int { .. } => match int::to_scaled(v, k2) {
+                        Some(n) => self.push(t, v, n),
+                        None => {
+                            self.recode(ValueEncoding::Xor);
+                            self.push(t, v, 0);
+                        }
+                    },
+                    _ => self.push(t, v, 0),
+                }
+            }
+            _ => self.push(t, v, 0),
+        }
+    }
+
+    /// Re-codes the samples so far with another value coding (XOR when an integer fails).
+    fn recode(&mut self, value: ValueEncoding) {
+        let mut next = Self::with_value_encoding(value);
+        let k = decimals_of(value);
+        let is_int = matches!(value, ValueEncoding::Int { .. });
+        for (t, v) in self.iter() {
+            let n = if is_int {
+                match int::to_scaled(v, k) {
+                    Some(n) => n,
+                    None => {
+                        next = Self::with_value_encoding(ValueEncoding::Xor);
+                        for (t, v) in self.iter() {
+                            next.push(t, v, 0);
+                        }
+                        break;
+                    }
+                }
+            } else {
+                0
+            };
+            next.push(t, v, n);
+        }
+        *self = next;
+    }
+
+    /// Codes one sample online and prices the alternatives.
+    #[inline]
+    fn push(&mut self, t: i64, v: f64, n: i64) {
+        let idx = self.enc.count;
+        let bits = v.to_bits();
+        if idx >= 1 {
+            if idx >= 2 {
+                let delta = t.wrapping_sub(self.enc.t_last);
+                let r = delta.wrapping_sub(self.enc.delta1);
+                self.ts_regular &= r == 0;
+                self.ts_delta_bits += u64::from(self.ts_delta.cost(zigzag(r)));
+            }
+            self.v_const &= bits == self.enc.first_bits;
+            self.v_xor_bits += u64::from(self.v_xor.encode(bits, &mut BitCounter(0)));
+            if let ValueEncoding::Int { .. } = self.enc.value {
+                let d = n.wrapping_sub(self.enc.n_prev);
+                self.v_dod_zero &= d == self.enc.d_prev;
+                self.v_delta_bits += u64::from(self.v_delta.cost(zigzag(d)));
+            }
+        } else {
+            self.v_xor = XorState::new(bits);
+        }
+        self.max_abs_n = self.max_abs_n.max(n.saturating_abs());
+        let (tb, vb) = self.enc.push(t, v, n);
+        self.ts_dod_bits += u64::from(tb);
+        self.v_dod_bits += u64::from(vb);
+    }
+
+    /// Number of samples.
+    pub fn len(&self) -> usize {
+        usize::from(self.enc.count)
+    }
+
+    /// Whether no sample was appended.
+    pub fn is_empty(&self) -> bool {
+        self.enc.count == 0
+    }
+
+    /// Whether the chunk holds [`MAX_SAMPLES_PER_CHUNK`] samples (time to cut a new one).
+    pub fn is_full(&self) -> bool {
+        self.len() >= MAX_SAMPLES_PER_CHUNK
+    }
+
+    /// Timestamp of the first sample (`i64::MAX` when empty).
+    pub fn min_time(&self) -> i64 {
+        if self.is_empty() {
+            i64::MAX
+        } else {
+            self.enc.t0
+        }
+    }
+
+    /// Timestamp of the last sample (`i64::MIN` when empty).
+    pub fn max_time(&self) -> i64 {
+        if self.is_empty() {
+            i64::MIN
+        } else {
+            self.enc.t_last
+        }
+    }
+
+    /// The last sample appended.
+    pub fn last(&self) -> Option<(i64, f64)> {
+        if self.is_empty() {
+            return None;
+        }
+        let v = match self.enc.value {
+            ValueEncoding::Int { decimals, .. } => int::from_scaled(self.enc.n_prev, decimals),
+            _ => f64::from_bits(self.enc.xor.prev()),
+        };
+        Some((self.enc.t_last, v))
+    }
+
+    /// Iterates the samples appended so far (no allocation per sample).
+    pub fn iter(&self) -> SampleIter<'_> {
+        self.enc.iter()
+    }
+
+    /// The value coding currently used by the open chunk.
+    pub fn value_encoding(&self) -> ValueEncoding {
+        self.enc.value
+    }
+
+    /// The encoded chunk (header, body, crc32) in the smallest coding; self-delimiting.
+    pub fn finish(&self) -> Vec<u8> {
+        let time = if self.enc.count <= 2 || self.ts_regular {
+            TimeEncoding::Regular
+        } else if self.ts_delta_bits < self.ts_dod_bits {
+            TimeEncoding::Delta
+        } else {
+            TimeEncoding::DeltaOfDelta
+        };
+        let value = if self.v_const {
+            ValueEncoding::Const
+        } else {
+            match self.enc.value {
+                ValueEncoding::Int { decimals, .. } => {
+                    let (int_bits, int) = if self.v_dod_zero {
+                        (
+                            0,
+                            ValueEncoding::Int {
+                                decimals,
+                                delta_of_delta: true,
+                                no_bits: true,
+                            },
+                        )
+                    } else if self.v_delta_bits < self.v_dod_bits {
+                        (
+                            self.v_delta_bits,
+                            ValueEncoding::Int {
+                                decimals,
+                                delta_of_delta: false,
+                                no_bits: false,
+                            },
+                        )
+                    } else {
+                        (
+                            self.v_dod_bits,
+                            ValueEncoding::Int {
+                                decimals,
+                                delta_of_delta: true,
+                                no_bits: false,
+                            },
+                        )
+                    };
+                    if self.v_xor_bits < int_bits {
+                        ValueEncoding::Xor
+                    } else {
+                        int
+                    }
+                }
+                other => other,
+            }
+        };
+        self.encode_as(time, value)
+    }
+
+    /// The encoded chunk in a chosen coding; `None` when `policy` is [`EncodePolicy::Int`] and
+    /// a value is not an integer with at most 9 decimals.
+    pub fn finish_with(&self, policy: EncodePolicy) -> Option<Vec<u8>> {
+        match policy {
+            EncodePolicy::Auto => Some(self.finish()),
+            EncodePolicy::Xor => {
+                Some(self.encode_as(TimeEncoding::DeltaOfDelta, ValueEncoding::Xor))
+            }
+            EncodePolicy::Int => match self.enc.value {
+                ValueEncoding::Int { decimals, .. } => Some(self.encode_as(
+                    TimeEncoding::DeltaOfDelta,
+                    ValueEncoding::Int {
+                        decimals,
+                        delta_of_delta: true,
+                        no_bits: false,
+                    },
+                )),
+                _ if self.is_empty() => Some(self.encode_as(
+                    TimeEncoding::DeltaOfDelta,
+                    ValueEncoding::Int {
+                        decimals: 0,
+                        delta_of_delta: true,
+                        no_bits: false,
+                    },
+                )),
+                _ => None,
+            },
+        }
+    }
+
+    fn encode_as(&self, time: TimeEncoding, value: ValueEncoding) -> Vec<u8> {
+        if time == self.enc.time && value == self.enc.value {
+            return self.enc.to_bytes();
+        }
+        let mut e = Encoder::new(time, value);
+        let k = decimals_of(value);
+        let is_int = matches!(value, ValueEncoding::Int { .. });
+        for (t, v) in self.iter() {
+            let n = if is_int {
+                int::to_scaled(v, k).unwrap_or(0)
+            } else {
+                0
+            };
+            e.push(t, v, n);
+        }
+        e.to_bytes()
+    }
+
+    /// Heap memory held (the bit buffer's capacity), for head-memory accounting. The writer
+    /// itself is `size_of::<ChunkWriter>()` bytes inline.
+    pub fn heap_bytes(&self) -> usize {
+        self.enc.w.heap_bytes()
+    }
+}
+
+fn decimals_of(v: ValueEncoding) -> u8 {
+    match v {
+        ValueEncoding::Int { decimals, .. } => decimals,
+        _ => 0,
+    }
+}
+
+/// A parsed header.
+struct Parsed {
+    time: TimeEncoding,
+    value: ValueEncoding,
+    count: u16,
+    body_start: usize,
+    body_end: usize,
+    total: usize,
+}
+
+fn parse_header(bytes: &[u8]) -> Result<Parsed, Error> {
+    let b0 = *bytes.first().ok_or_else(|| corrupt(0, "empty chunk"))?;
+    if b0 & KIND_RESERVED != 0 {
+        return Err(corrupt(0, format!("unknown chunk encoding byte {b0:#04x}")));
+    }
+    let time = match (b0 & TS_DELTA != 0, b0 & TS_REGULAR != 0) {
+        (false, false) => TimeEncoding::DeltaOfDelta,
+        (true, false) => TimeEncoding::Delta,
+        (false, true) => TimeEncoding::Regular,
+        (true, true) => return Err(corrupt(0, format!("conflicting timestamp flags {b0:#04x}"))),
+    };
+    let mut pos = 1;
+    let value = match b0 & KIND_MASK {
+        KIND_XOR => ValueEncoding::Xor,
+        KIND_CONST => ValueEncoding::Const,
+        KIND_INT => {
+            let b1 = *bytes
+                .get(1)
+                .ok_or_else(|| corrupt(1, "truncated chunk header"))?;
+            pos = 2;
+            let decimals = b1 & INT_DEC_MASK;
+            if b1 & INT_RESERVED != 0 || decimals > int::MAX_DECIMALS {
+                return Err(corrupt(1, format!("bad integer parameters {b1:#04x}")));
+            }
+            ValueEncoding::Int {
+                decimals,
+                delta_of_delta: b1 & INT_DELTA == 0,
+                no_bits: b1 & INT_NO_BITS != 0,
+            }
+        }
+        _ => return Err(corrupt(0, format!("unknown value encoding {b0:#04x}"))),
+    };
+    let at = pos;
+    let count = get_uvarint(bytes, &mut pos).ok_or_else(|| corrupt(at, "bad sample count"))?;
+    let count =
+        u16::try_from(count).map_err(|_| corrupt(at, format!("sample count {count} too large")))?;
+    let at = pos;
+    let body_len = get_uvarint(bytes, &mut pos).ok_or_else(|| corrupt(at, "bad body length"))?;
+    let body_end = usize::try_from(body_len)
+        .ok()
+        .and_then(|l| pos.checked_add(l))
+        .ok_or_else(|| corrupt(at, format!("body length {body_len} too large")))?;
+    let total = body_end
+        .checked_add(4)
+        .ok_or_else(|| corrupt(at, "body length too large"))?;
+    if total > bytes.len() {
+        return Err(corrupt(
+            at,
+            format!("chunk of {total} bytes truncated to {} bytes", bytes.len()),
+        ));
+    }
+    if count == 0 && body_end != pos {
+        return Err(corrupt(at, "empty chunk with a body"));
+    }
+    Ok(Parsed {
+        time,
+        value,
+        count,
+        body_start: pos,
+        body_end,
+        total,
+    })
+}
+
+/// The length in bytes of the chunk at the start of `bytes` (header, body and checksum), from
+/// its header alone; the checksum is not verified.
+pub fn encoded_len(bytes: &[u8]) -> Result<usize, Error> {
+    parse_header(bytes).map(|p| p.total)
+}
+
+/// The header of the chunk at the start of `bytes`, after verifying its checksum.
+pub fn header(bytes: &[u8]) -> Result<ChunkHeader, Error> {
+    let p = parse_header(bytes)?;
+    verify_crc(bytes, &p)?;
+    Ok(ChunkHeader {
+        time: p.time,
+        value: p.value,
+        num_samples: p.count,
+        len: p.total,
+    })
+}
+
+fn verify_crc(bytes: &[u8], p: &Parsed) -> Result<(), Error> {
+    let (data, rest) = bytes.split_at(p.body_end.min(bytes.len()));
+    let stored = rest
+        .get(..4)
+        .map(|s| u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
+        .ok_or_else(|| corrupt(p.body_end, "missing checksum"))?;
+    let actual = crc32fast::hash(data);
+    if stored != actual {
+        return Err(corrupt(
+            p.body_end,
+            format!("checksum mismatch: stored {stored:#010x}, computed {actual:#010x}"),
+        ));
+    }
+    Ok(())
+}
+
+/// Opens the chunk at the start of `bytes` (which may extend past it) for iteration, after
+/// verifying header and checksum. Errors in the bit stream itself (only possible if the
+/// checksum matched by chance) end the iteration and are reported by [`SampleIter::err`].
+pub fn decode(bytes: &[u8]) -> Result<SampleIter<'_>, Error> {
+    let p = parse_header(bytes)?;
+    verify_crc(bytes, &p)?;
+    open_body(bytes, &p)
+}
+
+/// Like [`decode`] but without verifying the checksum: exercises the bit-stream decoder on
+/// arbitrary input (fuzzing). Never panics.
+#[doc(hidden)]
+pub fn decode_unverified(bytes: &[u8]) -> Result<SampleIter<'_>, Error> {
+    let p = parse_header(bytes)?;
+    open_body(bytes, &p)
+}
+
+fn open_body<'a>(bytes: &'a [u8], p: &Parsed) -> Result<SampleIter<'a>, Error> {
+    let body = bytes
+        .get(p.body_start..p.body_end)
+        .ok_or_else(|| corrupt(p.body_start, "truncated body"))?;
+    let mut pos = 0;
+    let (mut t0, mut delta1, mut first) = (0i64, 0i64, 0u64);
+    if p.count > 0 {
+        t0 = get_uvarint(body, &mut pos)
+            .map(unzigzag)
+            .ok_or_else(|| corrupt(p.body_start + pos, "bad first timestamp"))?;
+        if p.count >= 2 {
+            delta1 = get_uvarint(body, &mut pos)
+                .map(unzigzag)
+                .ok_or_else(|| corrupt(p.body_start + pos, "bad first delta"))?;
+            if delta1 <= 0 {
+                return Err(corrupt(
+                    p.body_start + pos,
+                    format!("first delta {delta1} not positive"),
+                ));
+            }
+        }
+        first = get_uvarint(body, &mut pos)
+            .ok_or_else(|| corrupt(p.body_start + pos, "bad first value"))?;
+    }
+    let bits = &body[pos.min(body.len())..];
+    Ok(SampleIter::new(
+        p.time,
+        p.value,
+        p.count,
+        t0,
+        delta1,
+        first,
+        BitReader::new(bits, (bits.len() as u64).saturating_mul(8)),
+        (p.body_start + pos) as u64,
+    ))
+}
+
+/// Time range and sample count of the chunk at the start of `bytes` (verifies the checksum and
+/// decodes the chunk).
+pub fn meta(bytes: &[u8]) -> Result<ChunkMeta, Error> {
+    let mut it = decode(bytes)?;
+    let num_samples = it.count;
+    let mut min_time = i64::MAX;
+    let mut max_time = i64::MIN;
+    if let Some((t, _)) = it.next() {
+        min_time = t;
+        max_time = t;
+    }
+    if it.time == TimeEncoding::Regular && num_samples >= 2 {
+        // no need to decode: t0 + (n - 1) * delta
+        max_time = i64::from(num_samples - 1)
+            .checked_mul(it.delta1)
+            .and_then(|x| x.checked_add(min_time))
+            .ok_or_else(|| corrupt(0, "timestamps overflow"))?;
+    } else {
+        for (t, _) in it.by_ref() {
+            max_time = t;
+        }
+        if let Some(e) = it.err.take() {
+            return Err(e);
+        }
+    }
+    Ok(ChunkMeta {
+        min_time,
+        max_time,
+        num_samples,
+    })
+}
+
+/// Iterator over a chunk's samples `(timestamp ms, value)`, decoding as it goes without
+/// allocating. Corrupt data ends the iteration early; check [`err`](SampleIter::err).
+#[derive(Debug)]
+pub struct SampleIter<'a> {
+    r: BitReader<'a>,
+    time: TimeEncoding,
+    value: ValueEncoding,
+    count: u16,
+    idx: u16,
+    t: i64,
+    v: f64,
+    delta1: i64,
+    delta: i64,
+    n: i64,
+    d: i64,
+    t0: i64,
+    first: u64,
+    ts_rice: Rice,
+    v_rice: Rice,
+    xor: XorState,
+    base_offset: u64,
+    checked_end: bool,
+    err: Option<Error>,
+}
+
+impl<'a> SampleIter<'a> {
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        time: TimeEncoding,
+        value: ValueEncoding,
+        count: u16,
+        t0: i64,
+        delta1: i64,
+        first: u64,
+        r: BitReader<'a>,
+        base_offset: u64,
+    ) -> Self {
+        SampleIter {
+            r,
+            time,
+            value,
+            count,
+            idx: 0,
+            t: 0,
+            v: 0.0,
+            delta1,
+            delta: delta1,
+            n: 0,
+            d: 0,
+            t0,
+            first,
+            ts_rice: Rice::default(),
+            v_rice: Rice::default(),
+            xor: XorState::default(),
+            base_offset,
+            checked_end: false,
+            err: None,
+        }
+    }
+
+    /// The decoding error that ended the iteration early, if any.
+    pub fn err(&self) -> Option<&Error> {
+        self.err.as_ref()
+    }
+
+    /// Takes the decoding error out of the iterator.
+    pub fn take_err(&mut self) -> Option<Error> {
+        self.err.take()
+    }
+
+    /// Number of samples in the chunk.
+    pub fn num_samples(&self) -> u16 {
+        self.count
+    }
+
+    /// The sample returned last by `next` or `seek`.
+    pub fn at(&self) -> Option<(i64, f64)> {
+        (self.idx > 0 && self.err.is_none()).then_some((self.t, self.v))
+    }
+
+    /// Advances to the first sample with timestamp `>= t` and returns it; the following `next`
+    /// returns the sample after it. If the sample returned last already satisfies that, it is
+    /// returned again without moving (seeking never goes backwards). `None` when no such
+    /// sample is left (or the data is corrupt, see [`err`](SampleIter::err)).
+    pub fn seek(&mut self, t: i64) -> Option<(i64, f64)> {
+        if self.idx > 0 && self.err.is_none() && self.t >= t {
+            return Some((self.t, self.v));
+        }
+        while let Some(s) = self.next() {
+            if s.0 >= t {
+                return Some(s);
+            }
+        }
+        None
+    }
+
+    #[cold]
+    fn fail(&mut self, reason: &str) -> Option<(i64, f64)> {
+        let offset = self.base_offset + self.r.pos() / 8;
+        self.err = Some(Error::corrupt("chunk", "", offset, reason));
+        self.idx = self.count;
+        self.checked_end = true;
+        None
+    }
+
+    #[cold]
+    fn check_end(&mut self) -> Option<(i64, f64)> {
+        if !self.checked_end {
+            self.checked_end = true;
+            if self.r.overrun() {
+                return self.fail("bit stream ends early");
+            }
+            if self.r.remaining() >= 8 {
+                return self.fail("trailing bytes after the last sample");
+            }
+        }
+        None
+    }
+}
+
+impl Iterator for SampleIter<'_> {
+    type Item = (i64, f64);
+
+    #[inline]
+    fn next(&mut self) -> Option<(i64, f64)> {
+        if self.idx >= self.count {
+            return self.check_end();
+        }
+        if self.idx == 0 {
+            self.t = self.t0;
+            match self.value {
+                ValueEncoding::Int { decimals, .. } => {
+                    self.n = unzigzag(self.first);
+                    self.v = int::from_scaled(self.n, decimals);
+                }
+                _ => {
+                    let bits = self.first.swap_bytes();
+                    self.xor = XorState::new(bits);
+                    self.v = f64::from_bits(bits);
+                }
+            }
+        } else {
+            let delta = if self.idx == 1 {
+                self.delta1
+            } else {
+                match self.time {
+                    TimeEncoding::Regular => self.delta1,
+                    TimeEncoding::Delta => self
+                        .delta1
+                        .wrapping_add(unzigzag(self.ts_rice.decode(&mut self.r))),
+                    TimeEncoding::DeltaOfDelta => self
+                        .delta
+                        .wrapping_add(unzigzag(self.ts_rice.decode(&mut self.r))),
+                }
+            };
+            self.delta = delta;
+            let t = self.t.wrapping_add(delta);
+            if t <= self.t {
+                return self.fail("timestamps not increasing");
+            }
+            self.t = t;
+            match self.value {
+                ValueEncoding::Const => {}
+                ValueEncoding::Xor => self.v = f64::from_bits(self.xor.decode(&mut self.r)),
+                ValueEncoding::Int {
+                    decimals,
+                    delta_of_delta,
+                    no_bits,
+                } => {
+                    let r = if no_bits {
+                        0
+                    } else {
+                        unzigzag(self.v_rice.decode(&mut self.r))
+                    };
+                    if delta_of_delta {
+                        self.d = self.d.wrapping_add(r);
+                        self.n = self.n.wrapping_add(self.d);
+                    } else {
+                        self.n = self.n.wrapping_add(r);
+                    }
+                    self.v = int::from_scaled(self.n, decimals);
+                }
+            }
+            if self.r.overrun() {
+                return self.fail("bit stream ends early");
+            }
+        }
+        self.idx += 1;
+        Some((self.t, self.v))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let left = usize::from(self.count.saturating_sub(self.idx));
+        (0, Some(left))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn collect(bytes: &[u8]) -> Vec<(i64, u64)> {
+        let mut it = decode(bytes).expect("decode");
+        let out: Vec<_> = it.by_ref().map(|(t, v)| (t, v.to_bits())).collect();
+        assert!(it.err().is_none(), "{:?}", it.err());
+        out
+    }
+
+    fn check(samples: &[(i64, f64)]) -> Vec<u8> {
+        let mut w = ChunkWriter::new();
+        for &(t, v) in samples {
+            w.append(t, v);
+        }
+        let want: Vec<_> = samples.iter().map(|&(t, v)| (t, v.to_bits())).collect();
+        let open: Vec<_> = w.iter().map(|(t, v)| (t, v.to_bits())).collect();
+        assert_eq!(open, want);
+        let bytes = w.finish();
+        assert_eq!(collect(&bytes), want);
+        assert_eq!(encoded_len(&bytes).unwrap(), bytes.len());
+        for p in [EncodePolicy::Xor, EncodePolicy::Auto] {
+            let b = w.finish_with(p).unwrap();
+            assert_eq!(collect(&b), want);
+        }
+        bytes
+    }
+
+    #[test]
+    fn empty_chunk() {
+        let w = ChunkWriter::new();
+        let b = w.finish();
+        assert!(collect(&b).is_empty());
+        let m = meta(&b).unwrap();
+        assert_eq!(m.num_samples, 0);
+        assert_eq!(w.min_time(), i64::MAX);
+        assert_eq!(w.max_time(), i64::MIN);
+    }
+
+    #[test]
+    fn constant_regular_chunk_is_tiny() {
+        let s: Vec<_> = (0..120)
+            .map(|i| (1_796_198_400_000 + i * 15_000, 0.0))
+            .collect();
+        let b = check(&s);
+        assert!(b.len() <= 20, "{} bytes", b.len());
+        let h = header(&b).unwrap();
+        assert_eq!(h.time, TimeEncoding::Regular);
+        assert_eq!(h.value, ValueEncoding::Const);
+        let m = meta(&b).unwrap();
+        assert_eq!(m.min_time, 1_796_198_400_000);
+        assert_eq!(m.max_time, 1_796_198_400_000 + 119 * 15_000);
+        assert_eq!(m.num_samples, 120);
+    }
+
+    #[test]
+    fn integer_counter_uses_int() {
+        let mut v = 1000.0;
+        let s: Vec<_> = (0..120)
+            .map(|i| {
+                v += f64::from((i * 37 % 11) as u32) * 100.0;
+                (1_000 + i * 15_000 + (i * 7 % 3), v)
+            })
+            .collect();
+        let b = check(&s);
+        let h = header(&b).unwrap();
+        assert!(matches!(h.value, ValueEncoding::Int { decimals: 0, .. }));
+    }
+
+    #[test]
+    fn switches_decimals_then_xor() {
+        let s = vec![
+            (1, 3.0),
+            (2, 4.5),
+            (3, 412.736),
+            (4, -0.0),
+            (5, f64::NAN),
+            (6, crate::stale_nan()),
+            (7, f64::INFINITY),
+            (8, 7.0),
+        ];
+        let mut w = ChunkWriter::new();
+        w.append(1, 3.0);
+        assert!(matches!(
+            w.value_encoding(),
+            ValueEncoding::Int { decimals: 0, .. }
+        ));
+        w.append(2, 4.5);
+        assert!(matches!(
+            w.value_encoding(),
+            ValueEncoding::Int { decimals: 1, .. }
+        ));
+        w.append(3, 412.736);
+        assert!(matches!(
+            w.value_encoding(),
+            ValueEncoding::Int { decimals: 3, .. }
+        ));
+        w.append(4, -0.0);
+        assert_eq!(w.value_encoding(), ValueEncoding::Xor);
+        check(&s);
+    }
+
+    #[test]
+    fn ignores_out_of_order() {
+        let mut w = ChunkWriter::new();
+        w.append(10, 1.0);
+        w.append(10, 2.0);
+        w.append(5, 3.0);
+        w.append(11, 4.0);
+        let got: Vec<_> = w.iter().collect();
+        assert_eq!(got, vec![(10, 1.0), (11, 4.0)]);
+        assert_eq!(w.last(), Some((11, 4.0)));
+    }
+
+    #[test]
+    fn seek_semantics() {
+        let s: Vec<_> = (0..50).map(|i| (i * 10, i as f64)).collect();
+        let b = check(&s);
+        let mut it = decode(&b).unwrap();
+        assert_eq!(it.seek(-5), Some((0, 0.0)));
+        assert_eq!(it.seek(0), Some((0, 0.0)));
+        assert_eq!(it.seek(95), Some((100, 10.0)));
+        assert_eq!(it.seek(100), Some((100, 10.0)));
+        assert_eq!(it.next(), Some((110, 11.0)));
+        assert_eq!(it.seek(50), Some((110, 11.0)));
+        assert_eq!(it.seek(490), Some((490, 49.0)));
+        assert_eq!(it.seek(491), None);
+        assert!(it.err().is_none());
+    }
+}
