@@ -7,6 +7,7 @@
 
 #![warn(missing_docs)]
 
+pub mod chunk;
 pub mod error;
 pub mod head;
 pub mod labels;
