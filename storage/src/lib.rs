@@ -9,14 +9,18 @@
 
 pub mod chunk;
 pub mod error;
+pub mod db;
 pub mod head;
 pub mod labels;
 pub mod matcher;
+pub mod querier;
 pub mod wal;
 
 pub use error::{Error, Result};
 pub use labels::{Label, Labels};
+pub use db::{Appender, BlockBuilder, Db, Options, SeriesRef};
 pub use matcher::{MatchOp, Matcher};
+pub use querier::{Querier, Series, SeriesIter};
 
 /// The bit pattern of Prometheus' staleness marker, a NaN that ends a series.
 pub const STALE_NAN_BITS: u64 = 0x7ff0_0000_0000_0002;

@@ -9,10 +9,7 @@
 //! Chunks are cut at [`MAX_SAMPLES_PER_CHUNK`] samples and at multiples of the chunk range (the
 //! block duration), so a block cut never splits a chunk.
 
-// TEMPORARY: the chunk module is written concurrently by the chunks helper.
-#[allow(dead_code)]
-pub(crate) mod chunk_stub;
-pub(crate) use chunk_stub as chunk;
+pub(crate) use crate::chunk;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -336,6 +333,11 @@ impl Head {
         refs.into_iter().filter_map(|r| self.series(r)).collect()
     }
 
+    /// Queues a series for the WAL again (after a failed WAL write).
+    pub fn requeue_unlogged(&self, r: u64) {
+        self.unlogged.lock().push(r);
+    }
+
     /// Checks a sample for series `r` and marks it pending. Counts rejections by reason.
     pub fn check_append(&self, r: u64, t: i64, v: f64) -> Result<Appended> {
         let shard = self.shards[Self::shard_of(r)].read();
@@ -372,6 +374,7 @@ impl Head {
         let (mut lo, mut hi) = (i64::MAX, i64::MIN);
         let mut n = 0u64;
         let mut cur: Option<(u64, Arc<MemSeries>)> = None;
+        let min_valid = self.min_valid.load(Ordering::Acquire);
         for s in samples {
             let m = match &cur {
                 Some((r, m)) if *r == s.r => m.clone(),
@@ -386,6 +389,11 @@ impl Head {
             let mut g = m.inner.lock();
             g.pending = None;
             if g.last.is_some_and(|(lt, _)| s.t <= lt) {
+                continue;
+            }
+            if s.t < min_valid {
+                // a block was cut since the sample was checked
+                self.stats.out_of_bounds.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
             g.push(s.t, s.v, self.chunk_range);

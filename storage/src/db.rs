@@ -1,0 +1,877 @@
+//! The database: head + WAL + blocks, with a background thread for fsync, block cuts,
+//! compaction and retention.
+//!
+//! Folder layout: `<dir>/lock` (an `flock`ed file held by the writer), `<dir>/wal/` (see
+//! [`crate::wal`]) and one folder per block (see [`crate::block`]).
+
+use std::fs::{self, File, OpenOptions};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use crate::block::{self, Block, BlockMeta};
+use crate::error::{Error, Result};
+use crate::head::{chunk, Appended, Head};
+use crate::labels::Labels;
+use crate::querier::Querier;
+use crate::wal::{self, RefSample, ReplayItem, ReplayStats, WalWriter};
+use crate::Sample;
+
+/// One day in milliseconds.
+const DAY_MS: i64 = 24 * 3600 * 1000;
+
+/// Database options.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Delete blocks whose max time is older than the newest block's max time minus this
+    /// (default 15 days; `None`: keep by age).
+    pub retention_ms: Option<i64>,
+    /// Delete the oldest blocks while all blocks together exceed this many bytes.
+    pub retention_bytes: Option<u64>,
+    /// How often the WAL is fsynced at most (default 1 s).
+    pub wal_fsync_interval: Duration,
+    /// The time span of a block cut from the head (default 2 h).
+    pub block_duration_ms: i64,
+    /// Open without lock, WAL writer or background thread; appends fail with
+    /// [`Error::ReadOnly`]. For readers beside a running writer.
+    pub read_only: bool,
+    /// WAL segment size limit in bytes.
+    pub wal_segment_bytes: u64,
+    /// Run the background thread (fsync, block cuts, compaction, retention).
+    pub background: bool,
+    /// How often the background thread checks for block cuts, compaction and retention.
+    pub maintenance_interval: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            retention_ms: Some(15 * DAY_MS),
+            retention_bytes: None,
+            wal_fsync_interval: Duration::from_secs(1),
+            block_duration_ms: 2 * 3600 * 1000,
+            read_only: false,
+            wal_segment_bytes: wal::DEFAULT_SEGMENT_BYTES,
+            background: true,
+            maintenance_interval: Duration::from_secs(30),
+        }
+    }
+}
+
+/// What opening the database found.
+#[derive(Debug, Clone, Default)]
+pub struct OpenStats {
+    /// The WAL replay, including corruptions found and truncated.
+    pub wal: ReplayStats,
+    /// Blocks opened.
+    pub blocks: usize,
+    /// Block folders that failed to open, with the error.
+    pub bad_blocks: Vec<(PathBuf, String)>,
+    /// Series in the head after replay.
+    pub head_series: usize,
+    /// Replayed samples for series the WAL never defined (dropped).
+    pub unknown_refs: u64,
+}
+
+/// A snapshot of counters.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DbStats {
+    /// Series in the head.
+    pub head_series: u64,
+    /// Oldest sample in the head (`i64::MAX` when empty).
+    pub head_min_time: i64,
+    /// Newest sample in the head (`i64::MIN` when empty).
+    pub head_max_time: i64,
+    /// Approximate head memory in bytes.
+    pub head_memory_bytes: u64,
+    /// Samples committed since open.
+    pub samples_appended: u64,
+    /// Rejected: older than the newest sample of their series.
+    pub out_of_order: u64,
+    /// Rejected: different value at an existing timestamp.
+    pub duplicate_timestamp: u64,
+    /// Rejected: older than the head accepts.
+    pub out_of_bounds: u64,
+    /// Exact duplicates accepted silently.
+    pub exact_duplicates: u64,
+    /// Blocks.
+    pub blocks: u64,
+    /// Bytes of all blocks.
+    pub block_bytes: u64,
+}
+
+/// A series reference from [`Appender::get_ref`]; valid across appenders until the series
+/// leaves the head (after a block cut when it has no newer samples), then appends by it
+/// fail with [`Error::UnknownSeries`] and a new reference must be taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SeriesRef(pub u64);
+
+pub(crate) struct DbInner {
+    pub(crate) dir: PathBuf,
+    pub(crate) opts: Options,
+    pub(crate) head: Head,
+    wal: Option<Mutex<WalWriter>>,
+    pub(crate) blocks: RwLock<Vec<Arc<Block>>>,
+    maint: Mutex<()>,
+    closed: AtomicBool,
+    lock: Mutex<Option<File>>,
+    open_stats: OpenStats,
+    pool: Mutex<Vec<Vec<RefSample>>>,
+}
+
+struct Background {
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    handle: JoinHandle<()>,
+}
+
+/// An open database. `Send + Sync`: share it by reference or `Arc`. One writer (appenders
+/// are meant to be used by one thread at a time), many concurrent readers.
+pub struct Db {
+    inner: Arc<DbInner>,
+    bg: Option<Background>,
+}
+
+fn lock_dir(dir: &Path) -> Result<File> {
+    use std::os::unix::io::AsRawFd;
+    let path = dir.join("lock");
+    let f = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| Error::io(&path, e))?;
+    // SAFETY: flock on a valid, owned file descriptor.
+    let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc != 0 {
+        let e = std::io::Error::last_os_error();
+        if e.kind() == std::io::ErrorKind::WouldBlock {
+            return Err(Error::Locked(dir.to_path_buf()));
+        }
+        return Err(Error::io(&path, e));
+    }
+    Ok(f)
+}
+
+impl Db {
+    /// Opens (creating if needed) the database in `dir`: takes the lock, opens the blocks,
+    /// replays the WAL (truncating a torn or corrupt tail, see [`Db::open_stats`]) and starts
+    /// the background thread.
+    pub fn open(dir: impl AsRef<Path>, opts: Options) -> Result<Db> {
+        let dir = dir.as_ref().to_path_buf();
+        let mut stats = OpenStats::default();
+        let lock = if opts.read_only {
+            if !dir.is_dir() {
+                return Err(Error::io(
+                    &dir,
+                    std::io::Error::new(std::io::ErrorKind::NotFound, "no database here"),
+                ));
+            }
+            None
+        } else {
+            fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+            let l = lock_dir(&dir)?;
+            block::remove_leftovers(&dir)?;
+            Some(l)
+        };
+        let blocks = open_blocks(&dir, opts.read_only, &mut stats)?;
+        let head = Head::new(opts.block_duration_ms.max(1));
+        let wal_dir = dir.join("wal");
+        let mut unknown = 0u64;
+        let (replay, last_seg) = wal::replay(&wal_dir, opts.read_only, |it| {
+            apply_replay(&head, it, &mut unknown);
+            Ok(())
+        })?;
+        head.truncate_before(head.min_valid_time());
+        head.take_unlogged();
+        stats.wal = replay;
+        stats.unknown_refs = unknown;
+        stats.head_series = head.num_series();
+        let wal = if opts.read_only {
+            None
+        } else {
+            Some(Mutex::new(WalWriter::create(
+                &wal_dir,
+                last_seg,
+                opts.wal_fsync_interval,
+                opts.wal_segment_bytes,
+            )?))
+        };
+        if !opts.read_only {
+            // every live series goes into the new segment, so later checkpoints and replays
+            // never depend on segments that a repair removed
+            if let Some(w) = &wal {
+                let all = head.all_series();
+                let mut w = w.lock();
+                for part in all.chunks(1000) {
+                    w.log_series(part.iter().map(|m| (m.series_ref(), m.labels())));
+                }
+                w.flush()?;
+            }
+        }
+        let inner = Arc::new(DbInner {
+            dir,
+            opts: opts.clone(),
+            head,
+            wal,
+            blocks: RwLock::new(blocks),
+            maint: Mutex::new(()),
+            closed: AtomicBool::new(false),
+            lock: Mutex::new(lock),
+            open_stats: stats,
+            pool: Mutex::new(Vec::new()),
+        });
+        let bg = if !opts.read_only && opts.background {
+            Some(spawn_background(inner.clone()))
+        } else {
+            None
+        };
+        Ok(Db { inner, bg })
+    }
+
+    /// A new appender (a transaction).
+    pub fn appender(&self) -> Appender<'_> {
+        let samples = self.inner.pool.lock().pop().unwrap_or_default();
+        Appender {
+            db: &self.inner,
+            samples,
+            done: false,
+        }
+    }
+
+    /// A querier over `[mint, maxt]` (inclusive), seeing the data committed so far.
+    pub fn querier(&self, mint: i64, maxt: i64) -> Result<Querier> {
+        if self.inner.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        let blocks: Vec<Arc<Block>> = self
+            .inner
+            .blocks
+            .read()
+            .iter()
+            .filter(|b| b.meta().min_time <= maxt && b.meta().max_time >= mint)
+            .cloned()
+            .collect();
+        Ok(Querier::new(self.inner.clone(), blocks, mint, maxt))
+    }
+
+    /// The data folder.
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// What opening found (WAL replay statistics and corruptions, blocks).
+    pub fn open_stats(&self) -> &OpenStats {
+        &self.inner.open_stats
+    }
+
+    /// The metadata of every block, oldest first.
+    pub fn blocks(&self) -> Vec<BlockMeta> {
+        self.inner
+            .blocks
+            .read()
+            .iter()
+            .map(|b| b.meta().clone())
+            .collect()
+    }
+
+    /// The open blocks, oldest first.
+    pub fn open_blocks(&self) -> Vec<Arc<Block>> {
+        self.inner.blocks.read().clone()
+    }
+
+    /// Counters and sizes.
+    pub fn stats(&self) -> DbStats {
+        let h = &self.inner.head;
+        let ld = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+        let blocks = self.inner.blocks.read();
+        DbStats {
+            head_series: h.num_series() as u64,
+            head_min_time: h.min_time(),
+            head_max_time: h.max_time(),
+            head_memory_bytes: h.memory_bytes() as u64,
+            samples_appended: ld(&h.stats.samples_appended),
+            out_of_order: ld(&h.stats.out_of_order),
+            duplicate_timestamp: ld(&h.stats.duplicate_timestamp),
+            out_of_bounds: ld(&h.stats.out_of_bounds),
+            exact_duplicates: ld(&h.stats.exact_duplicates),
+            blocks: blocks.len() as u64,
+            block_bytes: blocks.iter().map(|b| b.size_bytes()).sum(),
+        }
+    }
+
+    /// The head (for statistics and tools).
+    pub fn head(&self) -> &Head {
+        &self.inner.head
+    }
+
+    /// Fsyncs the WAL now.
+    pub fn sync(&self) -> Result<()> {
+        match &self.inner.wal {
+            Some(w) => w.lock().sync(),
+            None => Ok(()),
+        }
+    }
+
+    /// Runs one round of maintenance now: cuts blocks from the head while it spans more than
+    /// 1.5 block durations (then checkpoints the WAL), compacts, applies retention. The
+    /// background thread does this periodically.
+    pub fn maintain(&self) -> Result<()> {
+        self.inner.maintain()
+    }
+
+    /// Cuts every complete block-duration range out of the head regardless of its span (for
+    /// tools and tests); then checkpoints the WAL.
+    pub fn cut_all(&self) -> Result<()> {
+        self.inner.cut(true)
+    }
+
+    /// Writes samples older than the head into their own blocks, one per block-duration
+    /// range. Fails with [`Error::OutOfBounds`] when a sample is not older than the head's
+    /// oldest sample (or its minimum valid time).
+    pub fn backfill(
+        &self,
+        series: impl IntoIterator<Item = (Labels, Vec<Sample>)>,
+    ) -> Result<Vec<BlockMeta>> {
+        let mut b = BlockBuilder::new(self.inner.opts.block_duration_ms);
+        for (l, ss) in series {
+            for s in ss {
+                b.add(&l, s.t, s.v)?;
+            }
+        }
+        self.backfill_block(b)
+    }
+
+    /// Writes the contents of a [`BlockBuilder`] as blocks (see [`Db::backfill`]).
+    pub fn backfill_block(&self, b: BlockBuilder) -> Result<Vec<BlockMeta>> {
+        let inner = &self.inner;
+        if inner.opts.read_only {
+            return Err(Error::ReadOnly);
+        }
+        let _m = inner.maint.lock();
+        let limit = inner.head.min_time().min(inner.head.min_valid_time());
+        if let Some(maxt) = b.max_time() {
+            if limit != i64::MIN && maxt >= limit {
+                return Err(Error::OutOfBounds);
+            }
+        }
+        let metas = b.write(&inner.dir)?;
+        let mut opened = Vec::new();
+        for m in &metas {
+            opened.push(Arc::new(Block::open(&inner.dir.join(&m.id))?));
+        }
+        let mut bl = inner.blocks.write();
+        bl.extend(opened);
+        bl.sort_by(|a, b| {
+            (a.meta().min_time, &a.meta().id).cmp(&(b.meta().min_time, &b.meta().id))
+        });
+        Ok(metas)
+    }
+
+    /// Stops the background thread, fsyncs the WAL and releases the lock. The data stays in
+    /// the WAL (and blocks) for the next open.
+    pub fn close(mut self) -> Result<()> {
+        self.shutdown()
+    }
+
+    fn shutdown(&mut self) -> Result<()> {
+        if let Some(bg) = self.bg.take() {
+            {
+                let (m, cv) = &*bg.stop;
+                *m.lock() = true;
+                cv.notify_all();
+            }
+            let _ = bg.handle.join();
+        }
+        if self.inner.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let r = match &self.inner.wal {
+            Some(w) => w.lock().sync(),
+            None => Ok(()),
+        };
+        self.inner.lock.lock().take();
+        r
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        if let Err(e) = self.shutdown() {
+            tracing::warn!(error = %e, "closing the database");
+        }
+    }
+}
+
+fn apply_replay(head: &Head, it: ReplayItem<'_>, unknown: &mut u64) {
+    match it {
+        ReplayItem::Series(s) => {
+            for (r, l) in s {
+                if !head.create_with_ref(r, l) {
+                    tracing::warn!(series_ref = r, "WAL series record does not fit; skipped");
+                }
+            }
+        }
+        ReplayItem::Samples(ss) => {
+            let mut cur: Option<(u64, Arc<crate::head::MemSeries>)> = None;
+            for s in ss {
+                let m = match &cur {
+                    Some((r, m)) if *r == s.r => m.clone(),
+                    _ => match head.series(s.r) {
+                        Some(m) => {
+                            cur = Some((s.r, m.clone()));
+                            m
+                        }
+                        None => {
+                            *unknown += 1;
+                            continue;
+                        }
+                    },
+                };
+                head.replay_sample(&m, s.t, s.v);
+            }
+        }
+        ReplayItem::Chunks(r, chunks) => {
+            let Some(m) = head.series(r) else {
+                *unknown += 1;
+                return;
+            };
+            for c in chunks {
+                match chunk::decode(c) {
+                    Ok(it) => {
+                        for (t, v) in it {
+                            head.replay_sample(&m, t, v);
+                        }
+                    }
+                    Err(e) => tracing::warn!(error = %e, "corrupt chunk in WAL checkpoint"),
+                }
+            }
+        }
+        ReplayItem::MinValidTime(t) => head.set_min_valid_time(t),
+    }
+}
+
+fn open_blocks(dir: &Path, read_only: bool, stats: &mut OpenStats) -> Result<Vec<Arc<Block>>> {
+    let mut blocks = Vec::new();
+    for d in block::list_block_dirs(dir)? {
+        match Block::open(&d) {
+            Ok(b) => blocks.push(Arc::new(b)),
+            Err(e) => {
+                tracing::warn!(block = %d.display(), error = %e, "cannot open block; skipped");
+                stats.bad_blocks.push((d, e.to_string()));
+            }
+        }
+    }
+    // a compaction interrupted after writing its output but before deleting its inputs
+    // leaves blocks whose data is also in a newer block: drop them
+    let mut covered = std::collections::HashSet::new();
+    for b in &blocks {
+        let m = b.meta();
+        if m.level > 1 {
+            covered.extend(m.sources.iter().filter(|s| **s != m.id).cloned());
+        }
+    }
+    let mut keep = Vec::new();
+    for b in blocks {
+        let m = b.meta();
+        if m.level == 1 && covered.contains(&m.id) {
+            if !read_only {
+                let dir = b.dir().to_path_buf();
+                drop(b);
+                block::delete_block(&dir)?;
+            }
+            continue;
+        }
+        keep.push(b);
+    }
+    keep.sort_by(|a, b| (a.meta().min_time, &a.meta().id).cmp(&(b.meta().min_time, &b.meta().id)));
+    stats.blocks = keep.len();
+    Ok(keep)
+}
+
+fn spawn_background(inner: Arc<DbInner>) -> Background {
+    let stop = Arc::new((Mutex::new(false), Condvar::new()));
+    let stop2 = stop.clone();
+    let handle = std::thread::Builder::new()
+        .name("inferdb-storage-bg".into())
+        .spawn(move || {
+            let tick = inner
+                .opts
+                .wal_fsync_interval
+                .min(Duration::from_millis(500))
+                .max(Duration::from_millis(5));
+            let mut last_maint = Instant::now();
+            loop {
+                {
+                    let (m, cv) = &*stop2;
+                    let mut g = m.lock();
+                    if *g {
+                        return;
+                    }
+                    cv.wait_for(&mut g, tick);
+                    if *g {
+                        return;
+                    }
+                }
+                if let Err(e) = inner.sync_if_due() {
+                    tracing::warn!(error = %e, "WAL fsync failed");
+                }
+                if last_maint.elapsed() >= inner.opts.maintenance_interval {
+                    last_maint = Instant::now();
+                    if let Err(e) = inner.maintain() {
+                        tracing::warn!(error = %e, "storage maintenance failed");
+                    }
+                }
+            }
+        })
+        .expect("spawning the storage background thread");
+    Background { stop, handle }
+}
+
+impl DbInner {
+    fn sync_if_due(&self) -> Result<()> {
+        let Some(w) = &self.wal else { return Ok(()) };
+        let handle = {
+            let mut w = w.lock();
+            if !w.sync_due() {
+                return Ok(());
+            }
+            w.take_sync_handle()?
+        };
+        if let Some(f) = handle {
+            // fsync outside the lock so that commits go on meanwhile
+            f.sync_data()
+                .map_err(|e| Error::io(self.dir.join("wal"), e))?;
+        }
+        Ok(())
+    }
+
+    fn maintain(&self) -> Result<()> {
+        if self.opts.read_only {
+            return Ok(());
+        }
+        self.cut(false)?;
+        self.compact()?;
+        self.apply_retention()
+    }
+
+    /// Cuts blocks from the head: while it spans more than 1.5 block durations, or (with
+    /// `all`) every complete range before the newest sample's range.
+    fn cut(&self, all: bool) -> Result<()> {
+        let _m = self.maint.lock();
+        let Some(wal) = &self.wal else {
+            return Err(Error::ReadOnly);
+        };
+        let bd = self.opts.block_duration_ms.max(1);
+        let mut cut_any = false;
+        loop {
+            let (lo, hi) = (self.head.min_time(), self.head.max_time());
+            if lo == i64::MAX || hi < lo {
+                break;
+            }
+            let a = lo.div_euclid(bd) * bd;
+            let b = a.saturating_add(bd);
+            let due = if all {
+                hi >= b
+            } else {
+                hi.saturating_sub(lo) > bd / 2 * 3
+            };
+            if !due {
+                break;
+            }
+            {
+                // no commit is half-applied while the bound moves
+                let _w = wal.lock();
+                self.head.set_min_valid_time(b);
+            }
+            let series = self.head.chunks_in_range(a, b);
+            if !series.is_empty() {
+                let meta = block::write_block(&self.dir, a, b, series.into_iter())?;
+                let blk = Arc::new(Block::open(&self.dir.join(&meta.id))?);
+                tracing::info!(block = %meta.id, mint = a, maxt = b, series = meta.num_series,
+                    samples = meta.num_samples, "cut block from head");
+                let mut bl = self.blocks.write();
+                bl.push(blk);
+                bl.sort_by(|x, y| {
+                    (x.meta().min_time, &x.meta().id).cmp(&(y.meta().min_time, &y.meta().id))
+                });
+            }
+            {
+                let mut w = wal.lock();
+                wal::record::encode_min_valid(w.buf(), b);
+                w.flush()?;
+                w.sync()?;
+            }
+            self.head.truncate_before(b);
+            cut_any = true;
+        }
+        if cut_any {
+            self.checkpoint(wal)?;
+        }
+        Ok(())
+    }
+
+    /// Replaces every WAL segment so far by a checkpoint of the head.
+    fn checkpoint(&self, wal: &Mutex<WalWriter>) -> Result<()> {
+        let (upto, buf, dir) = {
+            let mut w = wal.lock();
+            let upto = w.roll()?;
+            let mut buf = Vec::new();
+            // under the WAL lock: every sample in segments <= upto is in the head
+            self.head.checkpoint_records(&mut buf);
+            (upto, buf, w.dir().to_path_buf())
+        };
+        wal::write_checkpoint(&dir, upto, &buf)
+    }
+
+    fn compact(&self) -> Result<()> {
+        let _m = self.maint.lock();
+        loop {
+            let blocks = self.blocks.read().clone();
+            let metas: Vec<BlockMeta> = blocks.iter().map(|b| b.meta().clone()).collect();
+            let plan = crate::compact::plan(&metas);
+            let Some(group) = plan.into_iter().find(|g| g.len() > 1) else {
+                return Ok(());
+            };
+            let inputs: Vec<&Block> = group
+                .iter()
+                .filter_map(|id| blocks.iter().find(|b| &b.meta().id == id).map(|b| &**b))
+                .collect();
+            if inputs.len() != group.len() {
+                return Ok(());
+            }
+            let meta = crate::compact::compact(&self.dir, &inputs)?;
+            let out = Arc::new(Block::open(&self.dir.join(&meta.id))?);
+            tracing::info!(block = %meta.id, inputs = group.len(), "compacted blocks");
+            let dirs: Vec<PathBuf> = inputs.iter().map(|b| b.dir().to_path_buf()).collect();
+            {
+                let mut bl = self.blocks.write();
+                bl.retain(|b| !group.contains(&b.meta().id));
+                bl.push(out);
+                bl.sort_by(|x, y| {
+                    (x.meta().min_time, &x.meta().id).cmp(&(y.meta().min_time, &y.meta().id))
+                });
+            }
+            for d in dirs {
+                block::delete_block(&d)?;
+            }
+        }
+    }
+
+    fn apply_retention(&self) -> Result<()> {
+        let _m = self.maint.lock();
+        let blocks = self.blocks.read().clone();
+        let metas: Vec<(BlockMeta, u64)> = blocks
+            .iter()
+            .map(|b| (b.meta().clone(), b.size_bytes()))
+            .collect();
+        let gone = crate::retention::blocks_to_delete(
+            &metas,
+            self.opts.retention_ms,
+            self.opts.retention_bytes,
+        );
+        if gone.is_empty() {
+            return Ok(());
+        }
+        let dirs: Vec<PathBuf> = blocks
+            .iter()
+            .filter(|b| gone.contains(&b.meta().id))
+            .map(|b| b.dir().to_path_buf())
+            .collect();
+        self.blocks.write().retain(|b| !gone.contains(&b.meta().id));
+        for d in dirs {
+            tracing::info!(block = %d.display(), "retention deletes block");
+            block::delete_block(&d)?;
+        }
+        Ok(())
+    }
+}
+
+/// A transaction: samples appended here become visible (and durable in the WAL) on
+/// [`Appender::commit`]; [`Appender::rollback`] or dropping discards them.
+pub struct Appender<'a> {
+    db: &'a DbInner,
+    samples: Vec<RefSample>,
+    done: bool,
+}
+
+impl Appender<'_> {
+    fn writable(&self) -> Result<()> {
+        if self.db.opts.read_only {
+            return Err(Error::ReadOnly);
+        }
+        if self.db.closed.load(Ordering::Relaxed) {
+            return Err(Error::Closed);
+        }
+        Ok(())
+    }
+
+    /// The reference of the series with labels `l`, creating it (labels are validated).
+    pub fn get_ref(&mut self, l: &Labels) -> Result<SeriesRef> {
+        self.writable()?;
+        self.db.head.get_or_create(l).map(SeriesRef)
+    }
+
+    /// Appends a sample by series reference: no hashing, no allocation.
+    ///
+    /// An exact duplicate of the series' newest sample is accepted and ignored; an older
+    /// sample fails with [`Error::OutOfOrder`], another value at the newest timestamp with
+    /// [`Error::DuplicateTimestamp`], a sample older than the head accepts with
+    /// [`Error::OutOfBounds`].
+    #[inline]
+    pub fn append_ref(&mut self, r: SeriesRef, t: i64, v: f64) -> Result<()> {
+        if self.db.opts.read_only {
+            return Err(Error::ReadOnly);
+        }
+        if self.db.head.check_append(r.0, t, v)? == Appended::New {
+            self.samples.push(RefSample { r: r.0, t, v });
+        }
+        Ok(())
+    }
+
+    /// Appends a sample by labels.
+    pub fn append(&mut self, l: &Labels, t: i64, v: f64) -> Result<()> {
+        let r = self.get_ref(l)?;
+        self.append_ref(r, t, v)
+    }
+
+    /// The number of samples pending in this transaction.
+    pub fn len(&self) -> usize {
+        self.samples.len()
+    }
+
+    /// Whether nothing is pending.
+    pub fn is_empty(&self) -> bool {
+        self.samples.is_empty()
+    }
+
+    /// Writes the pending samples (and new series) to the WAL in one write, then makes them
+    /// visible. On a WAL error nothing is applied.
+    pub fn commit(mut self) -> Result<()> {
+        self.done = true;
+        let r = self.commit_inner();
+        if r.is_err() {
+            self.db.head.rollback(&self.samples);
+        }
+        r
+    }
+
+    fn commit_inner(&mut self) -> Result<()> {
+        self.writable()?;
+        let Some(wal) = &self.db.wal else {
+            return Err(Error::ReadOnly);
+        };
+        let mut w = wal.lock();
+        let new = self.db.head.take_unlogged();
+        if !new.is_empty() {
+            w.log_series(new.iter().map(|m| (m.series_ref(), m.labels())));
+        }
+        w.log_samples(&self.samples);
+        if let Err(e) = w.flush() {
+            // the series must still be logged by a later commit
+            for m in &new {
+                self.db.head.requeue_unlogged(m.series_ref());
+            }
+            return Err(e);
+        }
+        self.db.head.commit(&self.samples);
+        Ok(())
+    }
+
+    /// Discards the pending samples.
+    pub fn rollback(mut self) {
+        self.done = true;
+        self.db.head.rollback(&self.samples);
+    }
+}
+
+impl Drop for Appender<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.db.head.rollback(&self.samples);
+        }
+        let mut s = std::mem::take(&mut self.samples);
+        s.clear();
+        if s.capacity() <= 1 << 20 {
+            let mut pool = self.db.pool.lock();
+            if pool.len() < 8 {
+                pool.push(s);
+            }
+        }
+    }
+}
+
+/// Collects samples for history older than the head and writes them as blocks, one per
+/// block-duration range (see [`Db::backfill_block`]). Samples are buffered in memory.
+pub struct BlockBuilder {
+    block_duration_ms: i64,
+    series: std::collections::BTreeMap<Labels, Vec<(i64, f64)>>,
+}
+
+impl BlockBuilder {
+    /// An empty builder cutting blocks of `block_duration_ms`.
+    pub fn new(block_duration_ms: i64) -> Self {
+        BlockBuilder {
+            block_duration_ms: block_duration_ms.max(1),
+            series: Default::default(),
+        }
+    }
+
+    /// Adds a sample (any order; on equal timestamps the first one wins).
+    pub fn add(&mut self, l: &Labels, t: i64, v: f64) -> Result<()> {
+        if let Some(s) = self.series.get_mut(l) {
+            s.push((t, v));
+            return Ok(());
+        }
+        l.validate()?;
+        self.series.insert(l.clone(), vec![(t, v)]);
+        Ok(())
+    }
+
+    /// The newest sample time, if any.
+    pub fn max_time(&self) -> Option<i64> {
+        self.series
+            .values()
+            .flat_map(|s| s.iter().map(|x| x.0))
+            .max()
+    }
+
+    /// Writes the blocks under `parent`; returns their metadata.
+    pub fn write(mut self, parent: &Path) -> Result<Vec<BlockMeta>> {
+        let bd = self.block_duration_ms;
+        let mut ranges = std::collections::BTreeSet::new();
+        for s in self.series.values_mut() {
+            s.sort_by_key(|x| x.0);
+            s.dedup_by_key(|x| x.0);
+            for x in s.iter() {
+                ranges.insert(x.0.div_euclid(bd));
+            }
+        }
+        let mut metas = Vec::new();
+        for k in ranges {
+            let (a, b) = (k * bd, k * bd + bd);
+            let mut out: Vec<(Labels, Vec<Vec<u8>>)> = Vec::new();
+            for (l, s) in &self.series {
+                let lo = s.partition_point(|x| x.0 < a);
+                let hi = s.partition_point(|x| x.0 < b);
+                if lo == hi {
+                    continue;
+                }
+                let mut chunks = Vec::new();
+                for part in s[lo..hi].chunks(chunk::MAX_SAMPLES_PER_CHUNK) {
+                    let mut w = chunk::ChunkWriter::new();
+                    for &(t, v) in part {
+                        w.append(t, v);
+                    }
+                    chunks.push(w.finish());
+                }
+                out.push((l.clone(), chunks));
+            }
+            metas.push(block::write_block(parent, a, b, out.into_iter())?);
+        }
+        Ok(metas)
+    }
+}

@@ -1,0 +1,272 @@
+//! Db: append, commit, rollback, query, reopen, read-only, locking, append rules.
+
+use inferdb_storage::{Db, Error, Labels, MatchOp, Matcher, Options};
+
+fn opts() -> Options {
+    Options {
+        background: false,
+        ..Options::default()
+    }
+}
+
+fn l(name: &str, inst: &str) -> Labels {
+    Labels::from_pairs([("__name__", name), ("instance", inst)])
+}
+
+fn read_all(db: &Db, ms: &[Matcher]) -> Vec<(String, Vec<(i64, u64)>)> {
+    let q = db.querier(i64::MIN, i64::MAX).unwrap();
+    q.select(ms)
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let mut it = s.iter();
+            let v: Vec<(i64, u64)> = it.by_ref().map(|(t, v)| (t, v.to_bits())).collect();
+            assert!(it.err().is_none());
+            (s.labels().to_string(), v)
+        })
+        .collect()
+}
+
+#[test]
+fn append_commit_query_reopen() {
+    let d = tempfile::tempdir().unwrap();
+    let db = Db::open(d.path(), opts()).unwrap();
+    let mut app = db.appender();
+    let a = app.get_ref(&l("vllm:x", "a")).unwrap();
+    for t in 0..500 {
+        app.append_ref(a, t * 1000, t as f64 * 0.5).unwrap();
+    }
+    app.append(&l("vllm:x", "b"), 5, f64::NAN).unwrap();
+    app.append(&l("vllm:x", "b"), 6, inferdb_storage::stale_nan())
+        .unwrap();
+    // nothing visible before commit
+    assert!(read_all(&db, &[]).is_empty());
+    app.commit().unwrap();
+    let mut app = db.appender();
+    app.append(&l("vllm:x", "c"), 1, 1.0).unwrap();
+    app.rollback();
+    let got = read_all(&db, &[Matcher::equal("__name__", "vllm:x")]);
+    assert_eq!(got.len(), 2, "rolled back series has no samples");
+    assert_eq!(got[0].0, r#"vllm:x{instance="a"}"#);
+    assert_eq!(got[0].1.len(), 500);
+    assert_eq!(got[1].1[0].1, f64::NAN.to_bits());
+    assert_eq!(got[1].1[1].1, inferdb_storage::STALE_NAN_BITS);
+    let before = read_all(&db, &[]);
+    db.close().unwrap();
+
+    let db = Db::open(d.path(), opts()).unwrap();
+    assert!(db.open_stats().wal.corruptions.is_empty());
+    assert_eq!(read_all(&db, &[]), before);
+    // appends continue after the replayed samples, refs are found by labels again
+    let mut app = db.appender();
+    let a = app.get_ref(&l("vllm:x", "a")).unwrap();
+    assert!(matches!(app.append_ref(a, 0, 0.0), Err(Error::OutOfOrder)));
+    app.append_ref(a, 500_000, 1.0).unwrap();
+    app.commit().unwrap();
+    assert_eq!(
+        read_all(&db, &[Matcher::equal("instance", "a")])[0].1.len(),
+        501
+    );
+}
+
+#[test]
+fn range_and_seek() {
+    let d = tempfile::tempdir().unwrap();
+    let db = Db::open(d.path(), opts()).unwrap();
+    let mut app = db.appender();
+    let r = app.get_ref(&l("m", "a")).unwrap();
+    for t in 0..1000 {
+        app.append_ref(r, t * 10, t as f64).unwrap();
+    }
+    app.commit().unwrap();
+    let q = db.querier(1000, 2000).unwrap();
+    let s = q.select(&[]).unwrap();
+    let v: Vec<i64> = s[0].iter().map(|x| x.0).collect();
+    assert_eq!(v.first(), Some(&1000));
+    assert_eq!(v.last(), Some(&2000));
+    assert_eq!(v.len(), 101);
+    let mut it = s[0].iter();
+    assert_eq!(it.seek(1555), Some((1560, 156.0)));
+    assert_eq!(it.next(), Some((1570, 157.0)));
+    assert_eq!(it.seek(1000), Some((1580, 158.0)), "seek never goes back");
+    assert_eq!(it.seek(5000), None);
+}
+
+#[test]
+fn append_rules_are_counted() {
+    let d = tempfile::tempdir().unwrap();
+    let db = Db::open(d.path(), opts()).unwrap();
+    let mut app = db.appender();
+    let r = app.get_ref(&l("m", "a")).unwrap();
+    app.append_ref(r, 100, 1.0).unwrap();
+    app.append_ref(r, 100, 1.0).unwrap(); // exact duplicate: fine
+    assert!(matches!(
+        app.append_ref(r, 100, 2.0),
+        Err(Error::DuplicateTimestamp)
+    ));
+    assert!(matches!(app.append_ref(r, 99, 2.0), Err(Error::OutOfOrder)));
+    app.commit().unwrap();
+    let mut app = db.appender();
+    app.append_ref(r, 100, 1.0).unwrap(); // duplicate of a committed sample
+    assert!(matches!(app.append_ref(r, 50, 1.0), Err(Error::OutOfOrder)));
+    app.commit().unwrap();
+    let st = db.stats();
+    assert_eq!(
+        (
+            st.out_of_order,
+            st.duplicate_timestamp,
+            st.exact_duplicates,
+            st.samples_appended
+        ),
+        (2, 1, 2, 1)
+    );
+    assert_eq!(read_all(&db, &[])[0].1, vec![(100, 1f64.to_bits())]);
+    let mut app = db.appender();
+    assert!(matches!(
+        app.append(&Labels::from_pairs([("job", "x")]), 1, 1.0),
+        Err(Error::InvalidLabels(_))
+    ));
+}
+
+#[test]
+fn lock_and_read_only() {
+    let d = tempfile::tempdir().unwrap();
+    let db = Db::open(d.path(), opts()).unwrap();
+    assert!(matches!(Db::open(d.path(), opts()), Err(Error::Locked(_))));
+    let mut app = db.appender();
+    app.append(&l("m", "a"), 1, 1.0).unwrap();
+    app.commit().unwrap();
+    // a reader beside the running writer sees what was committed
+    let ro = Db::open(
+        d.path(),
+        Options {
+            read_only: true,
+            ..opts()
+        },
+    )
+    .unwrap();
+    assert_eq!(read_all(&ro, &[]).len(), 1);
+    let mut app = ro.appender();
+    assert!(matches!(
+        app.append(&l("m", "b"), 1, 1.0),
+        Err(Error::ReadOnly)
+    ));
+    drop(app);
+    ro.close().unwrap();
+    db.close().unwrap();
+    // the lock is released on close
+    Db::open(d.path(), opts()).unwrap().close().unwrap();
+}
+
+#[test]
+fn label_names_values_and_series() {
+    let d = tempfile::tempdir().unwrap();
+    let db = Db::open(d.path(), opts()).unwrap();
+    let mut app = db.appender();
+    app.append(&l("up", "a"), 1, 1.0).unwrap();
+    app.append(&l("up", "b"), 1, 1.0).unwrap();
+    app.append(
+        &Labels::from_pairs([("__name__", "x"), ("gpu", "0")]),
+        1,
+        1.0,
+    )
+    .unwrap();
+    app.commit().unwrap();
+    let q = db.querier(0, 10).unwrap();
+    assert_eq!(
+        q.label_names(&[]).unwrap(),
+        vec!["__name__", "gpu", "instance"]
+    );
+    assert_eq!(
+        q.label_values("instance", &[]).unwrap(),
+        vec!["a".to_string(), "b".to_string()]
+    );
+    assert_eq!(
+        q.label_values("__name__", &[Matcher::equal("gpu", "0")])
+            .unwrap(),
+        vec!["x".to_string()]
+    );
+    let re = Matcher::new(MatchOp::RegexMatch, "instance", "a|b").unwrap();
+    let s = q.series(&[re]).unwrap();
+    assert_eq!(s, vec![l("up", "a"), l("up", "b")]);
+    let nre = Matcher::new(MatchOp::RegexNoMatch, "__name__", "up").unwrap();
+    assert_eq!(q.series(&[nre]).unwrap().len(), 1);
+    // outside the range: nothing
+    let q = db.querier(2, 10).unwrap();
+    assert!(q.select(&[]).unwrap().is_empty());
+}
+
+#[test]
+fn torn_wal_tail_is_repaired_not_fatal() {
+    let d = tempfile::tempdir().unwrap();
+    let db = Db::open(d.path(), opts()).unwrap();
+    for t in 0..10 {
+        let mut app = db.appender();
+        app.append(&l("m", "a"), t, t as f64).unwrap();
+        app.commit().unwrap();
+    }
+    db.close().unwrap();
+    // cut 3 bytes off the newest non-empty segment
+    let wal = d.path().join("wal");
+    let mut segs: Vec<_> = std::fs::read_dir(&wal)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| std::fs::metadata(p).unwrap().len() > 0)
+        .collect();
+    segs.sort();
+    let last = segs.last().unwrap();
+    let len = std::fs::metadata(last).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(last)
+        .unwrap()
+        .set_len(len - 3)
+        .unwrap();
+    let db = Db::open(d.path(), opts()).unwrap();
+    let c = &db.open_stats().wal.corruptions;
+    assert_eq!(c.len(), 1);
+    assert_eq!(&c[0].path, last);
+    let got = read_all(&db, &[]);
+    assert_eq!(got[0].1.len(), 9, "the torn last commit is dropped");
+    let mut app = db.appender();
+    app.append(&l("m", "a"), 9, 9.0).unwrap();
+    app.commit().unwrap();
+    db.close().unwrap();
+    let db = Db::open(d.path(), opts()).unwrap();
+    assert!(db.open_stats().wal.corruptions.is_empty());
+    assert_eq!(read_all(&db, &[])[0].1.len(), 10);
+}
+
+#[test]
+fn concurrent_readers_and_writer() {
+    let d = tempfile::tempdir().unwrap();
+    let db = Db::open(d.path(), opts()).unwrap();
+    std::thread::scope(|s| {
+        let dbr = &db;
+        let w = s.spawn(move || {
+            for t in 0..200 {
+                let mut app = dbr.appender();
+                for i in 0..20 {
+                    app.append(&l("m", &i.to_string()), t, t as f64).unwrap();
+                }
+                app.commit().unwrap();
+            }
+        });
+        for _ in 0..4 {
+            s.spawn(move || {
+                for _ in 0..50 {
+                    let q = dbr.querier(i64::MIN, i64::MAX).unwrap();
+                    for se in q.select(&[]).unwrap() {
+                        let v: Vec<i64> = se.iter().map(|x| x.0).collect();
+                        // every series is a gap-free prefix 0..n
+                        assert!(v.iter().enumerate().all(|(i, &t)| t == i as i64));
+                    }
+                }
+            });
+        }
+        w.join().unwrap();
+    });
+    let got = read_all(&db, &[]);
+    assert_eq!(got.len(), 20);
+    assert!(got.iter().all(|s| s.1.len() == 200));
+}
