@@ -7,13 +7,18 @@
 
 #![warn(missing_docs)]
 
+pub mod block;
 pub mod chunk;
-pub mod error;
+pub mod chunkfile;
+pub mod compact;
 pub mod db;
+pub mod error;
 pub mod head;
+pub mod index;
 pub mod labels;
 pub mod matcher;
 pub mod querier;
+pub mod retention;
 pub mod wal;
 
 pub use error::{Error, Result};

@@ -1,0 +1,292 @@
+//! Compaction: planning which blocks to merge and merging them into one larger block.
+//!
+//! Planning follows Prometheus' leveled compactor. Blocks whose time ranges overlap (e.g. a
+//! backfilled block over head data) are merged first. Otherwise, leaving out the newest block,
+//! blocks are grouped into aligned windows of the next range size (2 h → 6 h → 18 h → ...); a
+//! window holding more than one block is compacted when its blocks span the whole window or
+//! it lies entirely before the most recent block.
+//!
+//! Merging keeps every sample: chunks that do not overlap in time are copied byte for byte;
+//! overlapping chunks of a series are decoded, merged by timestamp and re-encoded.
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use crate::block::{Block, BlockMeta, BlockWriter};
+use crate::chunk::{ChunkMeta, ChunkWriter, MAX_SAMPLES_PER_CHUNK};
+use crate::error::{Error, Result};
+use crate::labels::Labels;
+
+/// Two hours, the base block range.
+pub const BASE_RANGE_MS: i64 = 2 * 3600 * 1000;
+
+/// The default compaction ranges: 2 h, 6 h, 18 h, 54 h, 162 h.
+pub fn default_ranges() -> Vec<i64> {
+    (0..5).map(|i| BASE_RANGE_MS * 3i64.pow(i)).collect()
+}
+
+/// Ranges as Prometheus derives them from the retention: exponential (×3) from 2 h, capped at
+/// a tenth of the retention and at 31 days (at least the base range is kept).
+pub fn ranges_for_retention(retention_ms: Option<i64>) -> Vec<i64> {
+    let mut cap = 31 * 24 * 3600 * 1000i64;
+    if let Some(r) = retention_ms {
+        if r > 0 {
+            cap = cap.min(r / 10);
+        }
+    }
+    let mut out = vec![BASE_RANGE_MS];
+    let mut r = BASE_RANGE_MS * 3;
+    while r <= cap && out.len() < 10 {
+        out.push(r);
+        r *= 3;
+    }
+    out
+}
+
+/// Groups of block ids to compact with the default ranges (see [`plan_with_ranges`]).
+pub fn plan(metas: &[BlockMeta]) -> Vec<Vec<String>> {
+    plan_with_ranges(metas, &default_ranges())
+}
+
+/// Groups of block ids to compact, each group into one block. Block `max_time` is taken as
+/// exclusive (Prometheus convention). Groups of overlapping blocks come first and alone; else
+/// the disjoint groups at the smallest range level that has any. Call again after compacting:
+/// an empty plan means nothing is left to do.
+pub fn plan_with_ranges(metas: &[BlockMeta], ranges: &[i64]) -> Vec<Vec<String>> {
+    let mut ms: Vec<&BlockMeta> = metas.iter().collect();
+    ms.sort_by(|a, b| (a.min_time, a.max_time, &a.id).cmp(&(b.min_time, b.max_time, &b.id)));
+
+    // Overlapping blocks.
+    let mut groups: Vec<Vec<String>> = Vec::new();
+    let mut cur: Vec<&BlockMeta> = Vec::new();
+    let mut cur_max = i64::MIN;
+    for m in &ms {
+        if !cur.is_empty() && m.min_time < cur_max {
+            cur.push(m);
+            cur_max = cur_max.max(m.max_time);
+            continue;
+        }
+        if cur.len() > 1 {
+            groups.push(cur.iter().map(|m| m.id.clone()).collect());
+        }
+        cur = vec![m];
+        cur_max = m.max_time;
+    }
+    if cur.len() > 1 {
+        groups.push(cur.iter().map(|m| m.id.clone()).collect());
+    }
+    if !groups.is_empty() {
+        return groups;
+    }
+
+    // Leave out the newest block (the one just cut from the head).
+    if ms.len() < 2 {
+        return Vec::new();
+    }
+    ms.pop();
+    let high_time = ms[ms.len() - 1].min_time;
+    for &iv in ranges.iter().skip(1) {
+        if iv <= 0 {
+            continue;
+        }
+        let mut out = Vec::new();
+        for part in split_by_range(&ms, iv) {
+            let mint = part[0].min_time;
+            let maxt = part[part.len() - 1].max_time;
+            if part.len() > 1 && (maxt - mint == iv || maxt <= high_time) {
+                out.push(part.iter().map(|m| m.id.clone()).collect());
+            }
+        }
+        if !out.is_empty() {
+            return out;
+        }
+    }
+    Vec::new()
+}
+
+/// Splits blocks (sorted by min time) into groups that each fit one aligned window of `iv`;
+/// blocks that straddle a window boundary are left out.
+fn split_by_range<'a>(ms: &[&'a BlockMeta], iv: i64) -> Vec<Vec<&'a BlockMeta>> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < ms.len() {
+        let t0 = ms[i].min_time.div_euclid(iv) * iv;
+        let end = t0.saturating_add(iv);
+        if ms[i].max_time > end {
+            i += 1;
+            continue;
+        }
+        let mut g = Vec::new();
+        while i < ms.len() && ms[i].min_time >= t0 && ms[i].max_time <= end {
+            g.push(ms[i]);
+            i += 1;
+        }
+        out.push(g);
+    }
+    out
+}
+
+/// Merges `blocks` into one new block under `parent` and returns its metadata. The new block
+/// covers the union of the time ranges, has level max+1 and the union of the sources. Every
+/// sample is kept; where blocks hold the same series at the same timestamp, the sample of the
+/// block listed later wins. The source blocks are left in place (delete them with
+/// [`crate::block::delete_block`] once the new block is open).
+pub fn compact(parent: &Path, blocks: &[&Block]) -> Result<BlockMeta> {
+    if blocks.is_empty() {
+        return Err(Error::io(
+            parent,
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, "no blocks to compact"),
+        ));
+    }
+    let mint = blocks.iter().map(|b| b.meta().min_time).min().unwrap_or(0);
+    let maxt = blocks.iter().map(|b| b.meta().max_time).max().unwrap_or(0);
+    let level = blocks.iter().map(|b| b.meta().level).max().unwrap_or(0) + 1;
+    let sources: BTreeSet<String> = blocks
+        .iter()
+        .flat_map(|b| b.meta().sources.iter().cloned())
+        .collect();
+
+    let mut all: BTreeMap<Labels, Vec<(ChunkMeta, usize, u64)>> = BTreeMap::new();
+    for (bi, b) in blocks.iter().enumerate() {
+        for s in b.select(&[], i64::MIN, i64::MAX)? {
+            let e = all.entry(s.labels).or_default();
+            e.extend(s.chunks.into_iter().map(|(m, r)| (m, bi, r)));
+        }
+    }
+
+    let mut w = BlockWriter::new(parent)?;
+    let res = (|| -> Result<()> {
+        for (labels, mut chunks) in all {
+            chunks.sort_by_key(|(m, bi, _)| (m.min_time, m.max_time, *bi));
+            let mut out: Vec<Cow<'_, [u8]>> = Vec::with_capacity(chunks.len());
+            let mut i = 0;
+            while i < chunks.len() {
+                // A run of transitively overlapping chunks.
+                let mut j = i + 1;
+                let mut run_max = chunks[i].0.max_time;
+                while j < chunks.len() && chunks[j].0.min_time <= run_max {
+                    run_max = run_max.max(chunks[j].0.max_time);
+                    j += 1;
+                }
+                if j == i + 1 {
+                    let (_, bi, r) = chunks[i];
+                    out.push(Cow::Borrowed(blocks[bi].chunk(r)?));
+                } else {
+                    merge_run(blocks, &chunks[i..j], &mut out)?;
+                }
+                i = j;
+            }
+            w.add_series(labels, out.iter().map(|c| c.as_ref()))?;
+        }
+        Ok(())
+    })();
+    match res {
+        Ok(()) => w.finish(mint, maxt, level, Some(sources.into_iter().collect())),
+        Err(e) => {
+            w.abort();
+            Err(e)
+        }
+    }
+}
+
+/// Decodes overlapping chunks, merges their samples by timestamp (later block wins on equal
+/// timestamps) and re-encodes them.
+fn merge_run(
+    blocks: &[&Block],
+    run: &[(ChunkMeta, usize, u64)],
+    out: &mut Vec<Cow<'_, [u8]>>,
+) -> Result<()> {
+    let mut samples: Vec<(i64, usize, f64)> = Vec::new();
+    for (_, bi, r) in run {
+        let mut it = blocks[*bi].decode_chunk(*r)?;
+        for (t, v) in it.by_ref() {
+            samples.push((t, *bi, v));
+        }
+        if let Some(e) = it.take_err() {
+            return Err(e);
+        }
+    }
+    samples.sort_by_key(|(t, bi, _)| (*t, *bi));
+    let mut w = ChunkWriter::new();
+    let mut k = 0;
+    while k < samples.len() {
+        // Take the last of equal timestamps (highest block index).
+        let mut l = k;
+        while l + 1 < samples.len() && samples[l + 1].0 == samples[k].0 {
+            l += 1;
+        }
+        if w.len() >= MAX_SAMPLES_PER_CHUNK {
+            out.push(Cow::Owned(w.finish()));
+            w = ChunkWriter::new();
+        }
+        w.append(samples[l].0, samples[l].2);
+        k = l + 1;
+    }
+    if !w.is_empty() {
+        out.push(Cow::Owned(w.finish()));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(id: &str, min: i64, max: i64) -> BlockMeta {
+        BlockMeta {
+            id: id.into(),
+            min_time: min,
+            max_time: max,
+            num_series: 1,
+            num_samples: 1,
+            num_chunks: 1,
+            level: 1,
+            sources: vec![id.into()],
+        }
+    }
+
+    const H: i64 = 3600 * 1000;
+
+    #[test]
+    fn plans_overlaps_first() {
+        let metas = vec![m("a", 0, 2 * H), m("b", H, 3 * H), m("c", 4 * H, 6 * H)];
+        assert_eq!(plan(&metas), vec![vec!["a".to_string(), "b".into()]]);
+    }
+
+    #[test]
+    fn plans_full_window_and_keeps_newest() {
+        // Three 2h blocks fill [0,6h); a fourth is the newest and is left out.
+        let metas = vec![
+            m("a", 0, 2 * H),
+            m("b", 2 * H, 4 * H),
+            m("c", 4 * H, 6 * H),
+            m("d", 6 * H, 8 * H),
+        ];
+        assert_eq!(
+            plan(&metas),
+            vec![vec!["a".to_string(), "b".into(), "c".into()]]
+        );
+        // Only two blocks in the first window and the newest right after: not yet.
+        let metas = vec![m("a", 0, 2 * H), m("b", 2 * H, 4 * H), m("d", 4 * H, 6 * H)];
+        assert!(plan(&metas).is_empty());
+        // A window entirely before the most recent (non-newest) block is compacted.
+        let metas = vec![
+            m("a", 0, 2 * H),
+            m("b", 2 * H, 4 * H),
+            m("c", 6 * H, 8 * H),
+            m("d", 8 * H, 10 * H),
+        ];
+        assert_eq!(plan(&metas), vec![vec!["a".to_string(), "b".into()]]);
+        assert!(plan(&[m("a", 0, 2 * H)]).is_empty());
+        assert!(plan(&[]).is_empty());
+    }
+
+    #[test]
+    fn retention_ranges() {
+        let r = ranges_for_retention(Some(15 * 24 * H));
+        assert_eq!(r, vec![2 * H, 6 * H, 18 * H]);
+        assert_eq!(ranges_for_retention(Some(1)), vec![2 * H]);
+        assert_eq!(ranges_for_retention(None).last().copied(), Some(486 * H));
+    }
+}
