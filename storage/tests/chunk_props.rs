@@ -1,0 +1,303 @@
+//! Property tests of the chunk codings: bit-exact round trips and seeking.
+
+use inferdb_storage::chunk::{
+    decode, encoded_len, header, meta, ChunkWriter, EncodePolicy, TimeEncoding, ValueEncoding,
+    MAX_SAMPLES_PER_CHUNK,
+};
+use proptest::prelude::*;
+
+/// Strictly increasing timestamps: a start and positive gaps of several shapes.
+fn timestamps() -> impl Strategy<Value = Vec<i64>> {
+    let gaps = prop_oneof![
+        // arbitrary positive gaps
+        prop::collection::vec(1i64..(1 << 40), 0..140),
+        // scrape-like: a fixed interval with occasional jitter
+        (1i64..100_000, prop::collection::vec(-50i64..50, 0..140)).prop_map(|(iv, j)| j
+            .into_iter()
+            .map(|x| if x.abs() < 40 { iv } else { (iv + x).max(1) })
+            .collect()),
+        // tiny gaps
+        prop::collection::vec(1i64..4, 0..140),
+    ];
+    (-(1i64 << 62)..(1i64 << 62), gaps).prop_map(|(start, gaps)| {
+        let mut t = start;
+        let mut out = Vec::with_capacity(gaps.len() + 1);
+        out.push(t);
+        for g in gaps {
+            t += g;
+            out.push(t);
+        }
+        out
+    })
+}
+
+fn special() -> impl Strategy<Value = f64> {
+    prop_oneof![
+        Just(f64::NAN),
+        Just(-f64::NAN),
+        Just(f64::from_bits(0x7ff0_0000_0000_0002)), // staleness marker
+        Just(f64::from_bits(0x7ff8_0000_0000_0001)),
+        Just(f64::INFINITY),
+        Just(f64::NEG_INFINITY),
+        Just(-0.0),
+        Just(0.0),
+        Just(f64::MIN_POSITIVE),
+        Just(f64::MAX),
+        Just(9007199254740992.0),
+        Just(-9007199254740993.0),
+    ]
+}
+
+/// Any value, weighted towards what real series hold.
+fn value() -> impl Strategy<Value = f64> {
+    prop_oneof![
+        3 => any::<u64>().prop_map(f64::from_bits),
+        2 => (-1_000_000i64..1_000_000).prop_map(|n| n as f64),
+        2 => (-1_000_000i64..1_000_000, 0u32..7).prop_map(|(n, k)| n as f64 / 10f64.powi(k as i32)),
+        1 => special(),
+    ]
+}
+
+/// Values that can stay in the integer coding: whole numbers or few decimals.
+fn int_values(n: usize) -> impl Strategy<Value = Vec<f64>> {
+    prop_oneof![
+        prop::collection::vec((-(1i64 << 53)..(1i64 << 53)).prop_map(|n| n as f64), n),
+        // a counter: growing by uneven steps
+        (0u64..1 << 40, prop::collection::vec(0u64..100_000, n)).prop_map(|(s, steps)| {
+            let mut v = s;
+            steps
+                .into_iter()
+                .map(|d| {
+                    v += d;
+                    v as f64
+                })
+                .collect()
+        }),
+        (
+            0u32..7,
+            prop::collection::vec(-10_000_000i64..10_000_000, n)
+        )
+            .prop_map(|(k, ns)| ns
+                .into_iter()
+                .map(|n| n as f64 / 10f64.powi(k as i32))
+                .collect()),
+    ]
+}
+
+fn samples() -> impl Strategy<Value = Vec<(i64, f64)>> {
+    timestamps().prop_flat_map(|ts| {
+        let n = ts.len();
+        prop_oneof![
+            prop::collection::vec(value(), n),
+            int_values(n),
+            // runs of repeated values
+            prop::collection::vec((value(), 1usize..30), 1..20).prop_map(move |runs| runs
+                .into_iter()
+                .flat_map(|(v, r)| std::iter::repeat(v).take(r))
+                .cycle()
+                .take(n)
+                .collect()),
+        ]
+        .prop_map(move |vs| ts.iter().copied().zip(vs).collect::<Vec<_>>())
+    })
+}
+
+fn bits(s: &[(i64, f64)]) -> Vec<(i64, u64)> {
+    s.iter().map(|&(t, v)| (t, v.to_bits())).collect()
+}
+
+fn decode_all(b: &[u8]) -> Vec<(i64, u64)> {
+    let mut it = decode(b).expect("decode");
+    let out: Vec<_> = it.by_ref().map(|(t, v)| (t, v.to_bits())).collect();
+    assert!(it.err().is_none(), "{:?}", it.err());
+    out
+}
+
+fn writer(s: &[(i64, f64)]) -> ChunkWriter {
+    let mut w = ChunkWriter::new();
+    for &(t, v) in s {
+        w.append(t, v);
+    }
+    w
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn auto_round_trips_bit_exactly(s in samples()) {
+        let w = writer(&s);
+        let want = bits(&s);
+        prop_assert_eq!(w.len(), s.len());
+        // the open chunk reads back as it is
+        let open: Vec<_> = w.iter().map(|(t, v)| (t, v.to_bits())).collect();
+        prop_assert_eq!(&open, &want);
+        let b = w.finish();
+        prop_assert_eq!(&decode_all(&b), &want);
+        prop_assert_eq!(encoded_len(&b).unwrap(), b.len());
+        // bytes after the chunk are ignored
+        let mut padded = b.clone();
+        padded.extend_from_slice(&[0xff, 0, 1, 2]);
+        prop_assert_eq!(&decode_all(&padded), &want);
+        prop_assert_eq!(encoded_len(&padded).unwrap(), b.len());
+        let m = meta(&b).unwrap();
+        prop_assert_eq!(usize::from(m.num_samples), s.len());
+        if let (Some(f), Some(l)) = (s.first(), s.last()) {
+            prop_assert_eq!(m.min_time, f.0);
+            prop_assert_eq!(m.max_time, l.0);
+            prop_assert_eq!(w.min_time(), f.0);
+            prop_assert_eq!(w.max_time(), l.0);
+            prop_assert_eq!(w.last().map(|(t, v)| (t, v.to_bits())), Some((l.0, l.1.to_bits())));
+        }
+        prop_assert_eq!(usize::from(header(&b).unwrap().num_samples), s.len());
+    }
+
+    #[test]
+    fn xor_round_trips_bit_exactly(s in samples()) {
+        let w = writer(&s);
+        let b = w.finish_with(EncodePolicy::Xor).unwrap();
+        let h = header(&b).unwrap();
+        prop_assert_eq!(h.value, ValueEncoding::Xor);
+        prop_assert_eq!(h.time, TimeEncoding::DeltaOfDelta);
+        prop_assert_eq!(decode_all(&b), bits(&s));
+    }
+
+    #[test]
+    fn int_round_trips_bit_exactly(
+        s in timestamps().prop_flat_map(|ts| {
+            let n = ts.len();
+            int_values(n).prop_map(move |vs| ts.iter().copied().zip(vs).collect::<Vec<_>>())
+        })
+    ) {
+        let w = writer(&s);
+        let b = w.finish_with(EncodePolicy::Int).expect("integral values stay integer-coded");
+        let h = header(&b).unwrap();
+        prop_assert!(matches!(h.value, ValueEncoding::Int { .. }), "{:?}", h.value);
+        prop_assert_eq!(decode_all(&b), bits(&s));
+        // and the chooser never does worse than both fixed codings
+        let auto = w.finish();
+        let xor = w.finish_with(EncodePolicy::Xor).unwrap();
+        prop_assert!(auto.len() <= b.len().max(xor.len()) + 2);
+        prop_assert_eq!(decode_all(&auto), bits(&s));
+    }
+
+    #[test]
+    fn seek_finds_first_at_or_after(s in samples(), targets in prop::collection::vec(any::<i64>(), 1..8)) {
+        let b = writer(&s).finish();
+        // one fresh iterator per target
+        for &t in &targets {
+            let mut it = decode(&b).unwrap();
+            let want = s.iter().find(|x| x.0 >= t).map(|&(t, v)| (t, v.to_bits()));
+            prop_assert_eq!(it.seek(t).map(|(t, v)| (t, v.to_bits())), want);
+            // next continues after the found sample
+            let after = want.and_then(|w| s.iter().find(|x| x.0 > w.0)).map(|&(t, v)| (t, v.to_bits()));
+            if want.is_some() {
+                prop_assert_eq!(it.next().map(|(t, v)| (t, v.to_bits())), after);
+            }
+        }
+        // sorted targets on one iterator
+        let mut sorted = targets.clone();
+        sorted.sort();
+        let mut it = decode(&b).unwrap();
+        for &t in &sorted {
+            let want = s.iter().find(|x| x.0 >= t).map(|&(t, v)| (t, v.to_bits()));
+            prop_assert_eq!(it.seek(t).map(|(t, v)| (t, v.to_bits())), want);
+        }
+        prop_assert!(it.err().is_none());
+    }
+}
+
+#[test]
+fn extreme_timestamps_round_trip() {
+    let mut s = vec![(i64::MIN, 1.0), (i64::MIN + 1, 2.0), (-1, -0.0), (0, 0.0)];
+    s.push((i64::MAX - 1, f64::NAN));
+    s.push((i64::MAX, f64::from_bits(0x7ff0_0000_0000_0002)));
+    let w = writer(&s);
+    assert_eq!(decode_all(&w.finish()), bits(&s));
+    assert_eq!(
+        decode_all(&w.finish_with(EncodePolicy::Xor).unwrap()),
+        bits(&s)
+    );
+    let m = meta(&w.finish()).unwrap();
+    assert_eq!((m.min_time, m.max_time), (i64::MIN, i64::MAX));
+}
+
+#[test]
+fn special_values_in_every_coding() {
+    let specials = [
+        -0.0,
+        f64::NAN,
+        f64::from_bits(0x7ff0_0000_0000_0002),
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+    ];
+    for &sp in &specials {
+        // a special value in an otherwise integral chunk, at the start, middle and end
+        for pos in [0usize, 5, 9] {
+            let s: Vec<_> = (0..10)
+                .map(|i| (i as i64 * 1000, if i == pos { sp } else { i as f64 }))
+                .collect();
+            let w = writer(&s);
+            assert_eq!(decode_all(&w.finish()), bits(&s));
+            assert_eq!(
+                decode_all(&w.finish_with(EncodePolicy::Xor).unwrap()),
+                bits(&s)
+            );
+            assert!(w.finish_with(EncodePolicy::Int).is_none());
+        }
+        // a constant special value
+        let s: Vec<_> = (0..10).map(|i| (i * 1000, sp)).collect();
+        let b = writer(&s).finish();
+        assert_eq!(header(&b).unwrap().value, ValueEncoding::Const);
+        assert_eq!(decode_all(&b), bits(&s));
+    }
+}
+
+#[test]
+fn chosen_codings_on_typical_series() {
+    let t = |i: i64| 1_796_198_400_000 + i * 15_000;
+    let n = MAX_SAMPLES_PER_CHUNK as i64;
+    // constant zero counter, regular scrapes
+    let b = writer(&(0..n).map(|i| (t(i), 0.0)).collect::<Vec<_>>()).finish();
+    let h = header(&b).unwrap();
+    assert_eq!(
+        (h.time, h.value),
+        (TimeEncoding::Regular, ValueEncoding::Const)
+    );
+    assert!(b.len() < 24, "{}", b.len());
+    // power in W with 3 decimals
+    let s: Vec<_> = (0..n)
+        .map(|i| (t(i), (412_736 + (i * 7919) % 5000) as f64 / 1000.0))
+        .collect();
+    let b = writer(&s).finish();
+    assert!(
+        matches!(
+            header(&b).unwrap().value,
+            ValueEncoding::Int { decimals: 3, .. }
+        ),
+        "{:?}",
+        header(&b).unwrap()
+    );
+    let x = writer(&s).finish_with(EncodePolicy::Xor).unwrap();
+    assert!(b.len() < x.len(), "int {} vs xor {}", b.len(), x.len());
+    // full-precision gauge falls back to XOR
+    let s: Vec<_> = (0..n)
+        .map(|i| (t(i), (i as f64 * 0.37).sin().abs() / 3.0))
+        .collect();
+    let b = writer(&s).finish();
+    assert_eq!(header(&b).unwrap().value, ValueEncoding::Xor);
+    assert_eq!(decode_all(&b), bits(&s));
+}
+
+#[test]
+fn writer_memory_is_small() {
+    let mut w = ChunkWriter::new();
+    let mut v = 1e6;
+    for i in 0..MAX_SAMPLES_PER_CHUNK as i64 {
+        v += ((i * 7919) % 3000) as f64;
+        w.append(i * 15_000 + (i * 31) % 5, v);
+    }
+    assert!(w.heap_bytes() <= 1024, "{}", w.heap_bytes());
+    assert!(w.heap_bytes() >= w.finish().len() / 2);
+    assert!(std::mem::size_of::<ChunkWriter>() <= 256);
+}
