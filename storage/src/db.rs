@@ -331,7 +331,7 @@ impl Db {
 
     /// Writes samples older than the head into their own blocks, one per block-duration
     /// range. Fails with [`Error::OutOfBounds`] when a sample is not older than the head's
-    /// oldest sample (or its minimum valid time).
+    /// oldest sample (any time is fine while the head is empty).
     pub fn backfill(
         &self,
         series: impl IntoIterator<Item = (Labels, Vec<Sample>)>,
@@ -352,11 +352,10 @@ impl Db {
             return Err(Error::ReadOnly);
         }
         let _m = inner.maint.lock();
-        let limit = inner.head.min_time().min(inner.head.min_valid_time());
-        if let Some(maxt) = b.max_time() {
-            if limit != i64::MIN && maxt >= limit {
-                return Err(Error::OutOfBounds);
-            }
+        // the head's oldest sample (i64::MAX when the head is empty)
+        let limit = inner.head.min_time();
+        if b.max_time().is_some_and(|maxt| maxt >= limit) {
+            return Err(Error::OutOfBounds);
         }
         let metas = b.write(&inner.dir)?;
         let mut opened = Vec::new();
