@@ -98,3 +98,40 @@ pub(crate) mod sets {
         }
     }
 }
+
+/// Exercises every read path of [`IndexReader`] on arbitrary bytes (used by the `index_read`
+/// fuzz target and its corpus replay test). Returns whether the bytes opened as an index.
+/// Must never panic.
+#[doc(hidden)]
+pub fn fuzz_index_read(data: &[u8]) -> bool {
+    use crate::matcher::{MatchOp, Matcher};
+    let Ok(r) = IndexReader::from_bytes(data.to_vec(), "fuzz-input") else {
+        return false;
+    };
+    let names: Vec<String> = r.label_names().into_iter().map(String::from).collect();
+    for n in names.iter().take(64) {
+        let values: Vec<String> = r.label_values(n).into_iter().map(String::from).collect();
+        for v in values.iter().take(64) {
+            let _ = r.postings(n, v);
+        }
+        if let Some(v) = values.first() {
+            for op in [
+                MatchOp::Equal,
+                MatchOp::NotEqual,
+                MatchOp::RegexMatch,
+                MatchOp::RegexNoMatch,
+            ] {
+                if let Ok(m) = Matcher::new(op, n.as_str(), v.as_str()) {
+                    let _ = r.select(&[m]);
+                }
+            }
+        }
+    }
+    let _ = r.select(&[]);
+    for id in 0..r.num_series().min(1024) {
+        let _ = r.series(id);
+    }
+    let _ = r.series(u32::MAX);
+    let _ = r.check();
+    true
+}
