@@ -38,6 +38,21 @@ fn chunk_decode_corpus() {
     assert!(decoded >= 3, "only {decoded} corpus files are valid chunks");
 }
 
+#[test]
+fn index_read_corpus() {
+    let files = corpus("index_read");
+    assert!(files.len() >= 3, "corpus has only {} files", files.len());
+    let mut opened = 0;
+    for (path, bytes) in &files {
+        eprintln!("{}", path.display());
+        if inferdb_storage::index::fuzz_index_read(bytes) {
+            opened += 1;
+        }
+    }
+    // the seeds are valid indexes (regenerate: block_corruption -- --ignored write_index_seeds)
+    assert!(opened >= 3, "only {opened} corpus files open as indexes");
+}
+
 /// Regenerates the seed files of `fuzz/corpus/chunk_decode/`
 /// (`cargo test -p inferdb-storage --test fuzz_corpus -- --ignored write_chunk_seeds`).
 #[test]
