@@ -263,3 +263,64 @@ fn empty_block_and_block_ids() {
     let dirs = inferdb_storage::block::list_block_dirs(dir.path()).unwrap();
     assert_eq!(dirs, vec![dir.path().join(&meta.id)]);
 }
+
+#[test]
+fn blocks_are_shared_across_reader_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Block>();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dataset(200);
+    let meta = write(dir.path(), 0, 20_000_000, &data);
+    let b = std::sync::Arc::new(Block::open(&dir.path().join(&meta.id)).unwrap());
+    let want = read_all(&b, &[], i64::MIN, i64::MAX);
+    let handles: Vec<_> = (0..4)
+        .map(|_| {
+            let b = b.clone();
+            std::thread::spawn(move || read_all(&b, &[], i64::MIN, i64::MAX))
+        })
+        .collect();
+    for h in handles {
+        assert!(h.join().unwrap() == want);
+    }
+}
+
+#[test]
+fn unsorted_and_duplicate_input_is_normalised() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Labels::from_pairs([("__name__", "a")]);
+    let z = Labels::from_pairs([("__name__", "z")]);
+    let series = vec![
+        (z.clone(), encode(&[(1, 1.0)])),
+        (a.clone(), encode(&[(50, 5.0), (60, 6.0)])),
+        (a.clone(), encode(&[(10, 1.0)])),
+    ];
+    let meta = inferdb_storage::block::write_block(dir.path(), 0, 100, series.into_iter()).unwrap();
+    assert_eq!(meta.num_series, 2);
+    assert_eq!(meta.num_samples, 4);
+    let b = Block::open(&dir.path().join(&meta.id)).unwrap();
+    let got = read_all(&b, &[], 0, 100);
+    assert_eq!(got[0].0, a);
+    let ts: Vec<i64> = got[0].1.iter().map(|x| x.0).collect();
+    assert_eq!(ts, vec![10, 50, 60]);
+    assert_eq!(got[1].0, z);
+    assert!(b.check().unwrap().is_empty());
+}
+
+#[test]
+fn leftover_tmp_folders_are_ignored_and_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let meta = write(
+        dir.path(),
+        0,
+        10,
+        &[(Labels::from_pairs([("__name__", "x")]), vec![(1, 1.0)])],
+    );
+    let tmp = dir.path().join("01ZZZZZZZZZZZZZZZZZZZZZZZZ.tmp");
+    std::fs::create_dir_all(tmp.join("chunks")).unwrap();
+    std::fs::write(tmp.join("meta.json"), b"{}").unwrap();
+    let dirs = inferdb_storage::block::list_block_dirs(dir.path()).unwrap();
+    assert_eq!(dirs, vec![dir.path().join(&meta.id)]);
+    inferdb_storage::block::remove_leftovers(dir.path()).unwrap();
+    assert!(!tmp.exists());
+    assert!(dir.path().join(&meta.id).exists());
+}
