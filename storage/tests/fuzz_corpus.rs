@@ -136,3 +136,21 @@ fn write_chunk_seeds() {
         std::fs::write(dir.join(name), bytes).unwrap();
     }
 }
+
+#[test]
+fn wal_read_corpus() {
+    let files = corpus("wal_read");
+    assert!(files.len() >= 5, "corpus has only {} files", files.len());
+    let mut valid = 0;
+    for (path, bytes) in &files {
+        eprintln!("{}", path.display());
+        if inferdb_storage::wal::fuzz_decode(bytes) > 0 {
+            valid += 1;
+        }
+    }
+    // the seeds include real segments (regenerate: db_wal -- --ignored write_wal_seeds)
+    assert!(
+        valid >= 3,
+        "only {valid} corpus files hold valid WAL records"
+    );
+}
