@@ -5,3 +5,10 @@
 
 pub mod ast;
 pub mod functions_meta;
+pub mod engine;
+pub mod eval;
+pub mod storage;
+pub mod value;
+
+pub use engine::{Engine, EngineOptions, QueryError, QueryResult};
+pub use value::Value;

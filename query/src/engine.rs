@@ -1,0 +1,240 @@
+//! The public query API: [`Engine`] runs PromQL instant and range queries against any
+//! [`Queryable`] storage.
+//!
+//! ```
+//! use inferdb_query::storage::MemStorage;
+//! use inferdb_query::{Engine, EngineOptions, Value};
+//! use inferdb_storage::Labels;
+//!
+//! let mut db = MemStorage::new();
+//! let l = Labels::from_pairs([("__name__", "requests_total"), ("model", "llama")]);
+//! for i in 0..10 {
+//!     db.add(&l, i * 15_000, (i * 30) as f64);
+//! }
+//! let engine = Engine::new(EngineOptions::default());
+//! let res = engine.instant_expr(&db, &example_ast(), 135_000).unwrap();
+//! # fn example_ast() -> inferdb_query::ast::Expr {
+//! #     use inferdb_query::ast::*;
+//! #     let sel = VectorSelector { name: Some("requests_total".into()),
+//! #         matchers: vec![inferdb_storage::Matcher::equal("__name__", "requests_total")],
+//! #         offset: None, at: None };
+//! #     Expr::new(ExprKind::Call(Call { func: "rate".into(), args: vec![Expr::new(
+//! #         ExprKind::MatrixSelector(MatrixSelector { selector: sel, range: Duration::Millis(60_000) }))] }))
+//! # }
+//! match res.value {
+//!     Value::Vector(v) => assert!((v[0].f - 2.0).abs() < 1e-9),
+//!     other => panic!("unexpected {other:?}"),
+//! }
+//! ```
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::ast::{Expr, ValueType};
+use crate::eval::Evaluator;
+use crate::storage::{Queryable, StorageError};
+use crate::value::{Annotations, Value};
+
+/// Engine settings (Prometheus' `--query.*` flags).
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    /// How far back an instant selector looks for a sample (default 5 m).
+    pub lookback_delta_ms: i64,
+    /// The most samples a query may hold at once (default 50,000,000).
+    pub max_samples: usize,
+    /// Per-query time limit (default 2 m).
+    pub timeout: Duration,
+    /// Resolution of subqueries written without a step (default 1 m, Prometheus' global
+    /// evaluation interval).
+    pub default_subquery_step_ms: i64,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        EngineOptions {
+            lookback_delta_ms: 5 * 60 * 1000,
+            max_samples: 50_000_000,
+            timeout: Duration::from_secs(120),
+            default_subquery_step_ms: 60_000,
+        }
+    }
+}
+
+/// Why a query failed. `Display` gives Prometheus' error texts.
+#[derive(Debug, thiserror::Error)]
+pub enum QueryError {
+    /// The query text does not parse.
+    #[error("{0}")]
+    Parse(String),
+    /// Evaluation failed (e.g. `vector cannot contain metrics with the same labelset`).
+    #[error("{0}")]
+    Eval(String),
+    /// The sample limit was hit.
+    #[error("query processing would load too many samples into memory in query execution")]
+    TooManySamples,
+    /// The timeout was hit.
+    #[error("query timed out in expression evaluation")]
+    Timeout,
+    /// The query was canceled (e.g. the client went away).
+    #[error("query was canceled in expression evaluation")]
+    Canceled,
+    /// The storage failed.
+    #[error("expanding series: {0}")]
+    Storage(#[from] StorageError),
+}
+
+/// A query's result: its value and the annotations Prometheus would return with it.
+#[derive(Debug, Clone)]
+pub struct QueryResult {
+    /// The value.
+    pub value: Value,
+    /// Warnings, formatted like Prometheus' (`PromQL warning: ... (1:5)`).
+    pub warnings: Vec<String>,
+    /// Infos, formatted like Prometheus'.
+    pub infos: Vec<String>,
+    /// The raw annotations.
+    pub annotations: Annotations,
+}
+
+/// A handle to cancel running queries; cheap to clone.
+#[derive(Debug, Clone, Default)]
+pub struct CancelToken(Arc<AtomicBool>);
+
+impl CancelToken {
+    /// A fresh, not canceled token.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Cancels every query running with this token.
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+    /// Whether `cancel` was called.
+    pub fn is_canceled(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// The PromQL engine.
+#[derive(Debug, Clone, Default)]
+pub struct Engine {
+    opts: EngineOptions,
+}
+
+impl Engine {
+    /// An engine with the given options.
+    pub fn new(opts: EngineOptions) -> Self {
+        Engine { opts }
+    }
+
+    /// The engine's options.
+    pub fn options(&self) -> &EngineOptions {
+        &self.opts
+    }
+
+    /// Runs an instant query at `t_ms`.
+    pub fn instant<S: Queryable + ?Sized>(
+        &self,
+        storage: &S,
+        expr: &str,
+        t_ms: i64,
+    ) -> Result<QueryResult, QueryError> {
+        let ast = parse(expr)?;
+        self.run(storage, &ast, expr, t_ms, t_ms, 0, None)
+    }
+
+    /// Runs a range query over `[start_ms, end_ms]` every `step_ms`.
+    pub fn range<S: Queryable + ?Sized>(
+        &self,
+        storage: &S,
+        expr: &str,
+        start_ms: i64,
+        end_ms: i64,
+        step_ms: i64,
+    ) -> Result<QueryResult, QueryError> {
+        let ast = parse(expr)?;
+        self.run(storage, &ast, expr, start_ms, end_ms, step_ms, None)
+    }
+
+    /// Runs an instant query of an already parsed expression.
+    pub fn instant_expr<S: Queryable + ?Sized>(
+        &self,
+        storage: &S,
+        expr: &Expr,
+        t_ms: i64,
+    ) -> Result<QueryResult, QueryError> {
+        self.run(storage, expr, "", t_ms, t_ms, 0, None)
+    }
+
+    /// Runs a range query of an already parsed expression.
+    pub fn range_expr<S: Queryable + ?Sized>(
+        &self,
+        storage: &S,
+        expr: &Expr,
+        start_ms: i64,
+        end_ms: i64,
+        step_ms: i64,
+    ) -> Result<QueryResult, QueryError> {
+        self.run(storage, expr, "", start_ms, end_ms, step_ms, None)
+    }
+
+    /// The general form: an instant query when `step_ms` is 0 (and `start_ms == end_ms`),
+    /// a range query otherwise; `query_text` is used to place annotations; `cancel` stops the
+    /// query early.
+    #[allow(clippy::too_many_arguments)]
+    pub fn run<S: Queryable + ?Sized>(
+        &self,
+        storage: &S,
+        expr: &Expr,
+        query_text: &str,
+        start_ms: i64,
+        end_ms: i64,
+        step_ms: i64,
+        cancel: Option<&CancelToken>,
+    ) -> Result<QueryResult, QueryError> {
+        let is_range = step_ms > 0;
+        if is_range {
+            if end_ms < start_ms {
+                return Err(QueryError::Eval(
+                    "invalid query: end timestamp must not be before start time".into(),
+                ));
+            }
+            match expr.value_type() {
+                ValueType::Scalar | ValueType::Vector => {}
+                t => {
+                    return Err(QueryError::Eval(format!(
+                        "invalid expression type \"{t}\" for range query, must be Scalar or instant Vector"
+                    )))
+                }
+            }
+        }
+        let deadline = Instant::now().checked_add(self.opts.timeout);
+        let mut ev = Evaluator::new(
+            &self.opts,
+            start_ms,
+            end_ms,
+            if is_range { step_ms } else { 0 },
+            deadline,
+            cancel.map(|c| c.0.as_ref()),
+        );
+        ev.load(storage, expr)?;
+        let value = if is_range {
+            ev.run_range(expr)?
+        } else {
+            ev.run_instant(expr)?
+        };
+        let annotations = ev.take_annotations();
+        Ok(QueryResult {
+            value,
+            warnings: annotations.warnings(query_text),
+            infos: annotations.infos(query_text),
+            annotations,
+        })
+    }
+}
+
+fn parse(expr: &str) -> Result<Expr, QueryError> {
+    // TEMP until the parser lands.
+    Err(QueryError::Parse(format!("no parser yet: {expr}")))
+}

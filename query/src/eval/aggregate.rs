@@ -1,0 +1,621 @@
+//! Aggregation operators: `sum avg min max count group stddev stdvar quantile topk bottomk
+//! count_values limitk limit_ratio` with `by`/`without`.
+
+use std::collections::HashMap;
+
+use inferdb_storage::labels::METRIC_NAME;
+use inferdb_storage::{Label, Labels};
+
+use super::functions::math::{kahan_inc, quantile};
+use super::{err, EvalResult, Evaluator, Val};
+use crate::ast::{AggregateExpr, AggregateOp, Expr, ExprKind};
+use crate::value::{fmt_g, Sample, Vector};
+
+fn unwrap_paren(mut e: &Expr) -> &Expr {
+    while let ExprKind::Paren(inner) = &e.kind {
+        e = inner;
+    }
+    e
+}
+
+/// The grouping key and output labels of a series.
+fn group_labels(metric: &Labels, grouping: &[String], without: bool) -> Labels {
+    if without {
+        Labels::from_sorted_unchecked(
+            metric
+                .iter()
+                .filter(|l| l.name != METRIC_NAME && !grouping.iter().any(|g| g == &l.name))
+                .cloned()
+                .collect(),
+        )
+    } else if grouping.is_empty() {
+        Labels::default()
+    } else {
+        Labels::from_sorted_unchecked(
+            metric
+                .iter()
+                .filter(|l| grouping.iter().any(|g| g == &l.name))
+                .cloned()
+                .collect(),
+        )
+    }
+}
+
+#[derive(Default)]
+struct Group {
+    labels: Labels,
+    value: f64,
+    mean: f64,
+    kahan_c: f64,
+    count: f64,
+    incremental_mean: bool,
+    drop_name: bool,
+    values: Vec<f64>,
+}
+
+pub(crate) fn eval_aggregate(ev: &mut Evaluator<'_>, a: &AggregateExpr, ts: i64) -> EvalResult<Val> {
+    let param = match &a.param {
+        Some(p) => Some((ev.eval(unwrap_paren(p), ts)?, p.span.start)),
+        None => None,
+    };
+    let input = match ev.eval(&a.expr, ts)? {
+        Val::Vector(v) => v,
+        other => {
+            return err(format!(
+                "expected type instant vector in aggregation expression, got {}",
+                other.type_name()
+            ))
+        }
+    };
+    let mut grouping = a.grouping.clone();
+    grouping.sort();
+    let scalar_param = |p: &Option<(Val, usize)>| -> f64 {
+        match p {
+            Some((Val::Scalar(f), _)) => *f,
+            _ => f64::NAN,
+        }
+    };
+    let param_pos = param.as_ref().map(|p| p.1);
+    let out = match a.op {
+        AggregateOp::CountValues => {
+            let label = match &param {
+                Some((Val::Str(s), _)) => s.clone(),
+                _ => return err("count_values requires a string parameter"),
+            };
+            if label.is_empty() {
+                return err(format!("invalid label name {}", crate::value::go_quote(&label)));
+            }
+            if !a.without {
+                grouping.push(label.clone());
+                grouping.sort();
+            }
+            count_values(&input, &label, &grouping, a.without, ts)
+        }
+        AggregateOp::Topk | AggregateOp::Bottomk | AggregateOp::Limitk => {
+            let k = scalar_param(&param);
+            if k.is_nan() {
+                return err("Parameter value is NaN");
+            }
+            if k < 1.0 {
+                return Ok(Val::Vector(vec![]));
+            }
+            if k >= 9.223372036854776e18 {
+                return err(format!("Scalar value {} overflows int64", fmt_g(k)));
+            }
+            let k = (k as i64).min(input.len() as i64) as usize;
+            topk(a.op, input, k, &grouping, a.without, ts)
+        }
+        AggregateOp::LimitRatio => {
+            let r = scalar_param(&param);
+            if r == 0.0 {
+                return Ok(Val::Vector(vec![]));
+            }
+            if r.is_nan() {
+                return err("Ratio value is NaN");
+            }
+            let r = if r > 1.0 {
+                ev.annos.warn(
+                    format!(
+                        "ratio value should be between -1 and 1, got {}, capping to 1",
+                        fmt_g(r)
+                    ),
+                    param_pos,
+                );
+                1.0
+            } else if r < -1.0 {
+                ev.annos.warn(
+                    format!(
+                        "ratio value should be between -1 and 1, got {}, capping to -1",
+                        fmt_g(r)
+                    ),
+                    param_pos,
+                );
+                -1.0
+            } else {
+                r
+            };
+            input
+                .into_iter()
+                .filter(|s| add_ratio_sample(r, &s.metric))
+                .map(|mut s| {
+                    s.t = ts;
+                    s
+                })
+                .collect()
+        }
+        op => {
+            let q = scalar_param(&param);
+            if op == AggregateOp::Quantile {
+                if q.is_nan() || q > 1.0 || q < 0.0 {
+                    ev.annos.warn(
+                        format!("quantile value should be between 0 and 1, got {}", fmt_g(q)),
+                        param_pos,
+                    );
+                }
+            }
+            simple_aggregate(op, q, input, &grouping, a.without, ts)
+        }
+    };
+    ev.add_samples(out.len())?;
+    Ok(Val::Vector(out))
+}
+
+fn simple_aggregate(
+    op: AggregateOp,
+    q: f64,
+    input: Vector,
+    grouping: &[String],
+    without: bool,
+    ts: i64,
+) -> Vector {
+    let mut index: HashMap<Labels, usize> = HashMap::new();
+    let mut groups: Vec<Group> = Vec::new();
+    for s in input {
+        let key = group_labels(&s.metric, grouping, without);
+        let f = s.f;
+        let gi = match index.get(&key) {
+            Some(&i) => i,
+            None => {
+                index.insert(key.clone(), groups.len());
+                let mut g = Group {
+                    labels: key,
+                    value: f,
+                    mean: f,
+                    count: 1.0,
+                    drop_name: s.drop_name,
+                    ..Default::default()
+                };
+                match op {
+                    AggregateOp::Stdvar | AggregateOp::Stddev => {
+                        g.value = if f.is_nan() || f.is_infinite() {
+                            f64::NAN
+                        } else {
+                            0.0
+                        };
+                    }
+                    AggregateOp::Quantile => g.values.push(f),
+                    AggregateOp::Group => g.value = 1.0,
+                    _ => {}
+                }
+                groups.push(g);
+                continue;
+            }
+        };
+        let g = &mut groups[gi];
+        if s.drop_name {
+            g.drop_name = true;
+        }
+        match op {
+            AggregateOp::Sum => {
+                let (v, c) = kahan_inc(f, g.value, g.kahan_c);
+                g.value = v;
+                g.kahan_c = c;
+            }
+            AggregateOp::Avg => {
+                g.count += 1.0;
+                if !g.incremental_mean {
+                    let (v, c) = kahan_inc(f, g.value, g.kahan_c);
+                    if !v.is_infinite() {
+                        g.value = v;
+                        g.kahan_c = c;
+                        continue;
+                    }
+                    g.incremental_mean = true;
+                    g.mean = g.value / (g.count - 1.0);
+                    g.kahan_c /= g.count - 1.0;
+                }
+                let qq = (g.count - 1.0) / g.count;
+                let (m, c) = kahan_inc(f / g.count, qq * g.mean, qq * g.kahan_c);
+                g.mean = m;
+                g.kahan_c = c;
+            }
+            AggregateOp::Group => {}
+            AggregateOp::Max => {
+                if g.value < f || g.value.is_nan() {
+                    g.value = f;
+                }
+            }
+            AggregateOp::Min => {
+                if g.value > f || g.value.is_nan() {
+                    g.value = f;
+                }
+            }
+            AggregateOp::Count => g.count += 1.0,
+            AggregateOp::Stdvar | AggregateOp::Stddev => {
+                g.count += 1.0;
+                let delta = f - g.mean;
+                g.mean += delta / g.count;
+                g.value += delta * (f - g.mean);
+            }
+            AggregateOp::Quantile => g.values.push(f),
+            _ => {}
+        }
+    }
+    groups
+        .into_iter()
+        .map(|g| {
+            let v = match op {
+                AggregateOp::Avg => {
+                    if g.incremental_mean {
+                        g.mean + g.kahan_c
+                    } else {
+                        g.value / g.count + g.kahan_c / g.count
+                    }
+                }
+                AggregateOp::Count => g.count,
+                AggregateOp::Stdvar => g.value / g.count,
+                AggregateOp::Stddev => (g.value / g.count).sqrt(),
+                AggregateOp::Quantile => {
+                    let mut vals = g.values;
+                    quantile(q, &mut vals)
+                }
+                AggregateOp::Sum => g.value + g.kahan_c,
+                _ => g.value,
+            };
+            Sample {
+                metric: g.labels,
+                t: ts,
+                f: v,
+                drop_name: g.drop_name,
+            }
+        })
+        .collect()
+}
+
+fn count_values(input: &Vector, label: &str, grouping: &[String], without: bool, ts: i64) -> Vector {
+    let mut index: HashMap<Labels, usize> = HashMap::new();
+    let mut out: Vector = Vec::new();
+    for s in input {
+        let mut v: Vec<Label> = s.metric.iter().filter(|l| l.name != label).cloned().collect();
+        v.push(Label::new(label, format_float_f(s.f)));
+        let metric = Labels::new(v);
+        let key = group_labels(&metric, grouping, without);
+        match index.get(&key) {
+            Some(&i) => out[i].f += 1.0,
+            None => {
+                index.insert(key.clone(), out.len());
+                out.push(Sample {
+                    metric: key,
+                    t: ts,
+                    f: 1.0,
+                    drop_name: false,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Go's `strconv.FormatFloat(f, 'f', -1, 64)`.
+pub(crate) fn format_float_f(f: f64) -> String {
+    if f.is_nan() {
+        "NaN".into()
+    } else if f.is_infinite() {
+        if f > 0.0 {
+            "+Inf".into()
+        } else {
+            "-Inf".into()
+        }
+    } else {
+        format!("{f}")
+    }
+}
+
+// ----- a replica of Go's container/heap over PromQL's value orderings -----
+
+fn less_by_value(a: f64, b: f64) -> bool {
+    if a.is_nan() {
+        return true;
+    }
+    a < b
+}
+
+fn less_by_reverse_value(a: f64, b: f64) -> bool {
+    if a.is_nan() {
+        return true;
+    }
+    a > b
+}
+
+struct GoHeap {
+    items: Vec<Sample>,
+    less: fn(f64, f64) -> bool,
+}
+
+impl GoHeap {
+    fn less(&self, i: usize, j: usize) -> bool {
+        (self.less)(self.items[i].f, self.items[j].f)
+    }
+    fn push(&mut self, s: Sample) {
+        self.items.push(s);
+        let n = self.items.len();
+        self.up(n - 1);
+    }
+    fn up(&mut self, mut j: usize) {
+        while j > 0 {
+            let i = (j - 1) / 2;
+            if !self.less(j, i) {
+                break;
+            }
+            self.items.swap(i, j);
+            j = i;
+        }
+    }
+    fn down(&mut self, i0: usize) -> bool {
+        let n = self.items.len();
+        let mut i = i0;
+        loop {
+            let j1 = 2 * i + 1;
+            if j1 >= n {
+                break;
+            }
+            let mut j = j1;
+            let j2 = j1 + 1;
+            if j2 < n && self.less(j2, j1) {
+                j = j2;
+            }
+            if !self.less(j, i) {
+                break;
+            }
+            self.items.swap(i, j);
+            i = j;
+        }
+        i > i0
+    }
+    fn fix0(&mut self) {
+        if !self.down(0) {
+            self.up(0);
+        }
+    }
+    /// `sort.Sort(sort.Reverse(heap))` as Go's insertion sort does it for short inputs.
+    fn sort_reverse(mut self) -> Vec<Sample> {
+        let n = self.items.len();
+        for i in 1..n {
+            let mut j = i;
+            // Reverse: less(j, j-1) of the reversed order is heap.less(j-1, j).
+            while j > 0 && self.less(j - 1, j) {
+                self.items.swap(j, j - 1);
+                j -= 1;
+            }
+        }
+        self.items
+    }
+}
+
+fn topk(
+    op: AggregateOp,
+    input: Vector,
+    k: usize,
+    grouping: &[String],
+    without: bool,
+    ts: i64,
+) -> Vector {
+    let mut index: HashMap<Labels, usize> = HashMap::new();
+    let mut heaps: Vec<GoHeap> = Vec::new();
+    let less = match op {
+        AggregateOp::Bottomk => less_by_reverse_value,
+        _ => less_by_value,
+    };
+    for mut s in input {
+        s.t = ts;
+        let key = group_labels(&s.metric, grouping, without);
+        let gi = match index.get(&key) {
+            Some(&i) => i,
+            None => {
+                index.insert(key, heaps.len());
+                let mut h = GoHeap {
+                    items: Vec::with_capacity(k),
+                    less,
+                };
+                h.push(s);
+                heaps.push(h);
+                continue;
+            }
+        };
+        let h = &mut heaps[gi];
+        match op {
+            AggregateOp::Topk => {
+                if h.items.len() < k {
+                    h.push(s);
+                } else if h.items[0].f < s.f || (h.items[0].f.is_nan() && !s.f.is_nan()) {
+                    h.items[0] = s;
+                    if k > 1 {
+                        h.fix0();
+                    }
+                }
+            }
+            AggregateOp::Bottomk => {
+                if h.items.len() < k {
+                    h.push(s);
+                } else if h.items[0].f > s.f || (h.items[0].f.is_nan() && !s.f.is_nan()) {
+                    h.items[0] = s;
+                    if k > 1 {
+                        h.fix0();
+                    }
+                }
+            }
+            _ => {
+                if h.items.len() < k {
+                    h.push(s);
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for h in heaps {
+        match op {
+            AggregateOp::Topk | AggregateOp::Bottomk => out.extend(h.sort_reverse()),
+            _ => out.extend(h.items),
+        }
+    }
+    out
+}
+
+// ----- limit_ratio's hash sampling -----
+
+/// Whether a series is in the `ratio` sample, by the position of its label hash in [0, 1).
+fn add_ratio_sample(ratio: f64, metric: &Labels) -> bool {
+    let offset = labels_hash(metric) as f64 / u64::MAX as f64;
+    (ratio >= 0.0 && offset < ratio) || (ratio < 0.0 && offset >= 1.0 + ratio)
+}
+
+/// Prometheus' `Labels.Hash()`: xxHash64 of `name 0xff value 0xff ...`.
+pub(crate) fn labels_hash(l: &Labels) -> u64 {
+    let mut b = Vec::with_capacity(256);
+    for lab in l.iter() {
+        b.extend_from_slice(lab.name.as_bytes());
+        b.push(0xff);
+        b.extend_from_slice(lab.value.as_bytes());
+        b.push(0xff);
+    }
+    xxh64(&b)
+}
+
+const P1: u64 = 0x9E37_79B1_85EB_CA87;
+const P2: u64 = 0xC2B2_AE3D_27D4_EB4F;
+const P3: u64 = 0x1656_67B1_9E37_79F9;
+const P4: u64 = 0x85EB_CA77_C2B2_AE63;
+const P5: u64 = 0x27D4_EB2F_1656_67C5;
+
+fn xx_round(acc: u64, lane: u64) -> u64 {
+    acc.wrapping_add(lane.wrapping_mul(P2))
+        .rotate_left(31)
+        .wrapping_mul(P1)
+}
+
+fn xx_merge(h: u64, v: u64) -> u64 {
+    (h ^ xx_round(0, v)).wrapping_mul(P1).wrapping_add(P4)
+}
+
+fn read_u64(b: &[u8]) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[..8]);
+    u64::from_le_bytes(a)
+}
+
+fn read_u32(b: &[u8]) -> u64 {
+    let mut a = [0u8; 4];
+    a.copy_from_slice(&b[..4]);
+    u32::from_le_bytes(a) as u64
+}
+
+/// xxHash64 with seed 0.
+pub(crate) fn xxh64(data: &[u8]) -> u64 {
+    let len = data.len();
+    let mut p = data;
+    let mut h: u64;
+    if len >= 32 {
+        let mut v1 = P1.wrapping_add(P2);
+        let mut v2 = P2;
+        let mut v3 = 0u64;
+        let mut v4 = 0u64.wrapping_sub(P1);
+        while p.len() >= 32 {
+            v1 = xx_round(v1, read_u64(&p[0..]));
+            v2 = xx_round(v2, read_u64(&p[8..]));
+            v3 = xx_round(v3, read_u64(&p[16..]));
+            v4 = xx_round(v4, read_u64(&p[24..]));
+            p = &p[32..];
+        }
+        h = v1
+            .rotate_left(1)
+            .wrapping_add(v2.rotate_left(7))
+            .wrapping_add(v3.rotate_left(12))
+            .wrapping_add(v4.rotate_left(18));
+        h = xx_merge(h, v1);
+        h = xx_merge(h, v2);
+        h = xx_merge(h, v3);
+        h = xx_merge(h, v4);
+    } else {
+        h = P5;
+    }
+    h = h.wrapping_add(len as u64);
+    while p.len() >= 8 {
+        h ^= xx_round(0, read_u64(p));
+        h = h.rotate_left(27).wrapping_mul(P1).wrapping_add(P4);
+        p = &p[8..];
+    }
+    if p.len() >= 4 {
+        h ^= read_u32(p).wrapping_mul(P1);
+        h = h.rotate_left(23).wrapping_mul(P2).wrapping_add(P3);
+        p = &p[4..];
+    }
+    for &byte in p {
+        h ^= (byte as u64).wrapping_mul(P5);
+        h = h.rotate_left(11).wrapping_mul(P1);
+    }
+    h ^= h >> 33;
+    h = h.wrapping_mul(P2);
+    h ^= h >> 29;
+    h = h.wrapping_mul(P3);
+    h ^= h >> 32;
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn xxhash_known_values() {
+        assert_eq!(xxh64(b""), 0xEF46_DB37_51D8_E999);
+        assert_eq!(xxh64(b"abc"), 0x44BC_2CF5_AD77_0999);
+        assert_eq!(
+            xxh64(b"Nobody inspects the spammish repetition"),
+            0xFBCE_A83C_8A37_8BF1
+        );
+    }
+
+    fn s(v: f64, name: &str) -> Sample {
+        Sample {
+            metric: Labels::from_pairs([("i", name)]),
+            t: 0,
+            f: v,
+            drop_name: false,
+        }
+    }
+
+    #[test]
+    fn topk_and_bottomk_order() {
+        let input = vec![s(1.0, "a"), s(5.0, "b"), s(3.0, "c"), s(4.0, "d")];
+        let top = topk(AggregateOp::Topk, input.clone(), 2, &[], false, 0);
+        assert_eq!(top.iter().map(|x| x.f).collect::<Vec<_>>(), vec![5.0, 4.0]);
+        let bottom = topk(AggregateOp::Bottomk, input, 3, &[], false, 0);
+        assert_eq!(
+            bottom.iter().map(|x| x.f).collect::<Vec<_>>(),
+            vec![1.0, 3.0, 4.0]
+        );
+    }
+
+    #[test]
+    fn sums_and_stddev() {
+        let input = vec![s(1.0, "a"), s(2.0, "b"), s(3.0, "c"), s(4.0, "d")];
+        let sum = simple_aggregate(AggregateOp::Sum, 0.0, input.clone(), &[], false, 0);
+        assert_eq!(sum[0].f, 10.0);
+        let avg = simple_aggregate(AggregateOp::Avg, 0.0, input.clone(), &[], false, 0);
+        assert_eq!(avg[0].f, 2.5);
+        let sd = simple_aggregate(AggregateOp::Stdvar, 0.0, input.clone(), &[], false, 0);
+        assert!((sd[0].f - 1.25).abs() < 1e-12);
+        let by = simple_aggregate(AggregateOp::Count, 0.0, input, &["i".into()], false, 0);
+        assert_eq!(by.len(), 4);
+    }
+}

@@ -1,0 +1,608 @@
+//! The evaluator: walks the AST once per evaluation step.
+//!
+//! Series data of every selector is loaded once per query (over the exact time range the
+//! selector can reach, Prometheus-style) and kept sorted, so each step finds its window by
+//! binary search. Range queries evaluate step after step and assemble series at the end.
+
+pub(crate) mod aggregate;
+pub(crate) mod binary;
+pub mod functions;
+pub(crate) mod selector;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use inferdb_storage::labels::METRIC_NAME;
+use inferdb_storage::Labels;
+
+use crate::ast::{AtModifier, Duration, Expr, ExprKind, Subquery, UnaryOp, VectorSelector};
+use crate::engine::{EngineOptions, QueryError};
+use crate::storage::Queryable;
+use crate::value::{Annotations, FPoint, Matrix, Sample, Series, Value, Vector};
+
+/// The value of an expression at one evaluation step.
+#[derive(Debug, Clone)]
+pub(crate) enum Val {
+    Scalar(f64),
+    Str(String),
+    Vector(Vector),
+    Matrix(Matrix),
+}
+
+impl Val {
+    pub(crate) fn type_name(&self) -> &'static str {
+        match self {
+            Val::Scalar(_) => "scalar",
+            Val::Str(_) => "string",
+            Val::Vector(_) => "instant vector",
+            Val::Matrix(_) => "range vector",
+        }
+    }
+}
+
+/// Loaded data of one selector: series sorted by labels, points sorted by time (staleness
+/// markers included).
+#[derive(Debug, Clone)]
+pub(crate) struct Loaded {
+    pub(crate) metric: Labels,
+    pub(crate) points: Vec<FPoint>,
+}
+
+pub(crate) type EvalResult<T> = Result<T, QueryError>;
+
+/// Shorthand for an evaluation error with a message.
+pub(crate) fn err<T>(msg: impl Into<String>) -> EvalResult<T> {
+    Err(QueryError::Eval(msg.into()))
+}
+
+/// The state of one query's evaluation.
+pub(crate) struct Evaluator<'a> {
+    pub(crate) opts: &'a EngineOptions,
+    /// Query start (ms), what `@ start()` means.
+    pub(crate) start: i64,
+    /// Query end (ms), what `@ end()` means.
+    pub(crate) end: i64,
+    /// Query step (ms), 0 for instant queries.
+    pub(crate) interval: i64,
+    deadline: Option<Instant>,
+    cancel: Option<&'a AtomicBool>,
+    data: HashMap<usize, Vec<Loaded>>,
+    pub(crate) annos: Annotations,
+    ticks: u32,
+    /// Samples held by the step being evaluated.
+    pub(crate) cur_samples: usize,
+    /// Memo of subquery results per (node, inner time).
+    subq_cache: HashMap<(usize, i64), Val>,
+}
+
+impl<'a> Evaluator<'a> {
+    pub(crate) fn new(
+        opts: &'a EngineOptions,
+        start: i64,
+        end: i64,
+        interval: i64,
+        deadline: Option<Instant>,
+        cancel: Option<&'a AtomicBool>,
+    ) -> Self {
+        Evaluator {
+            opts,
+            start,
+            end,
+            interval,
+            deadline,
+            cancel,
+            data: HashMap::new(),
+            annos: Annotations::new(),
+            ticks: 0,
+            cur_samples: 0,
+            subq_cache: HashMap::new(),
+        }
+    }
+
+    pub(crate) fn take_annotations(&mut self) -> Annotations {
+        std::mem::take(&mut self.annos)
+    }
+
+    /// Checks the timeout and cancellation.
+    pub(crate) fn check_limits(&mut self) -> EvalResult<()> {
+        self.ticks = self.ticks.wrapping_add(1);
+        if let Some(c) = self.cancel {
+            if c.load(Ordering::Relaxed) {
+                return Err(QueryError::Canceled);
+            }
+        }
+        if self.ticks % 64 == 0 {
+            if let Some(d) = self.deadline {
+                if Instant::now() > d {
+                    return Err(QueryError::Timeout);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Accounts `n` more samples held in memory for the current step.
+    pub(crate) fn add_samples(&mut self, n: usize) -> EvalResult<()> {
+        self.cur_samples += n;
+        if self.cur_samples > self.opts.max_samples {
+            return Err(QueryError::TooManySamples);
+        }
+        Ok(())
+    }
+
+    // ----- loading -----
+
+    /// Loads the data of every selector of `expr` from `storage`.
+    pub(crate) fn load<S: Queryable + ?Sized>(&mut self, storage: &S, expr: &Expr) -> EvalResult<()> {
+        let (lo, hi) = (self.start, self.end);
+        self.load_walk(storage, expr, lo, hi)
+    }
+
+    fn load_walk<S: Queryable + ?Sized>(
+        &mut self,
+        storage: &S,
+        expr: &Expr,
+        lo: i64,
+        hi: i64,
+    ) -> EvalResult<()> {
+        match &expr.kind {
+            ExprKind::Number(_) | ExprKind::String(_) => Ok(()),
+            ExprKind::VectorSelector(vs) => {
+                let lb = self.opts.lookback_delta_ms;
+                self.load_selector(storage, vs, lo, hi, lb)
+            }
+            ExprKind::MatrixSelector(ms) => {
+                let range = self.duration_ms(&ms.range)?;
+                self.load_selector(storage, &ms.selector, lo, hi, range)
+            }
+            ExprKind::Subquery(sq) => {
+                let range = self.duration_ms(&sq.range)?;
+                let offset = self.offset_ms(&sq.offset)?;
+                let (blo, bhi) = match &sq.at {
+                    Some(a) => {
+                        let t = self.resolve_at(a);
+                        (t, t)
+                    }
+                    None => (lo, hi),
+                };
+                self.load_walk(storage, &sq.expr, blo - offset - range, bhi - offset)
+            }
+            ExprKind::Paren(e) | ExprKind::Unary(_, e) | ExprKind::StepInvariant(e) => {
+                self.load_walk(storage, e, lo, hi)
+            }
+            ExprKind::Binary(b) => {
+                self.load_walk(storage, &b.lhs, lo, hi)?;
+                self.load_walk(storage, &b.rhs, lo, hi)
+            }
+            ExprKind::Aggregate(a) => {
+                if let Some(p) = &a.param {
+                    self.load_walk(storage, p, lo, hi)?;
+                }
+                self.load_walk(storage, &a.expr, lo, hi)
+            }
+            ExprKind::Call(c) => {
+                for a in &c.args {
+                    self.load_walk(storage, a, lo, hi)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn load_selector<S: Queryable + ?Sized>(
+        &mut self,
+        storage: &S,
+        vs: &VectorSelector,
+        lo: i64,
+        hi: i64,
+        back: i64,
+    ) -> EvalResult<()> {
+        let offset = self.offset_ms(&vs.offset)?;
+        let (blo, bhi) = match &vs.at {
+            Some(a) => {
+                let t = self.resolve_at(a);
+                (t, t)
+            }
+            None => (lo, hi),
+        };
+        let mint = blo - offset - back;
+        let maxt = bhi - offset;
+        let key = vs as *const VectorSelector as usize;
+        let series = storage.select(&vs.matchers, mint, maxt)?;
+        let mut out: Vec<Loaded> = Vec::with_capacity(series.len());
+        for mut s in series {
+            self.check_limits()?;
+            let mut points = Vec::new();
+            if let Some((t, v)) = s.samples.seek(mint) {
+                if t <= maxt {
+                    // seek does not consume
+                    for (t, v) in s.samples.by_ref() {
+                        if t > maxt {
+                            break;
+                        }
+                        if t >= mint {
+                            points.push(FPoint { t, f: v });
+                        }
+                    }
+                } else {
+                    let _ = v;
+                }
+            }
+            if let Some(e) = s.samples.err() {
+                return Err(QueryError::Storage(crate::storage::StorageError::Other(e)));
+            }
+            if !points.is_empty() {
+                out.push(Loaded {
+                    metric: s.labels,
+                    points,
+                });
+            }
+        }
+        out.sort_by(|a, b| a.metric.cmp(&b.metric));
+        // Merge with data already loaded for this node (cannot happen in a tree, but be safe).
+        self.data.insert(key, out);
+        Ok(())
+    }
+
+    pub(crate) fn loaded(&self, vs: &VectorSelector) -> &[Loaded] {
+        self.data
+            .get(&(vs as *const VectorSelector as usize))
+            .map(|v| v.as_slice())
+            .unwrap_or(&[])
+    }
+
+    // ----- times and durations -----
+
+    pub(crate) fn resolve_at(&self, a: &AtModifier) -> i64 {
+        match a {
+            AtModifier::Timestamp(t) => *t,
+            AtModifier::Start => self.start,
+            AtModifier::End => self.end,
+        }
+    }
+
+    /// A duration in milliseconds; expressions are evaluated against the query's start,
+    /// end and step.
+    pub(crate) fn duration_ms(&self, d: &Duration) -> EvalResult<i64> {
+        match d {
+            Duration::Millis(ms) => Ok(*ms),
+            Duration::Expr(e) => {
+                let secs = self.duration_expr(e)?;
+                Ok((secs * 1000.0).round() as i64)
+            }
+        }
+    }
+
+    pub(crate) fn offset_ms(&self, d: &Option<Duration>) -> EvalResult<i64> {
+        match d {
+            Some(d) => self.duration_ms(d),
+            None => Ok(0),
+        }
+    }
+
+    fn duration_expr(&self, e: &Expr) -> EvalResult<f64> {
+        use crate::ast::BinaryOp::*;
+        match &e.kind {
+            ExprKind::Number(n) => Ok(n.value),
+            ExprKind::Paren(e) | ExprKind::StepInvariant(e) => self.duration_expr(e),
+            ExprKind::Unary(op, e) => {
+                let v = self.duration_expr(e)?;
+                Ok(if *op == UnaryOp::Neg { -v } else { v })
+            }
+            ExprKind::Binary(b) => {
+                let l = self.duration_expr(&b.lhs)?;
+                let r = self.duration_expr(&b.rhs)?;
+                Ok(match b.op {
+                    Add => l + r,
+                    Sub => l - r,
+                    Mul => l * r,
+                    Div => l / r,
+                    Mod => l % r,
+                    Pow => l.powf(r),
+                    _ => return err(format!("invalid duration operator {}", b.op.as_str())),
+                })
+            }
+            ExprKind::Call(c) => match c.func.as_str() {
+                "step" => Ok(self.interval as f64 / 1000.0),
+                "range" => Ok((self.end - self.start) as f64 / 1000.0),
+                "min" | "max" if c.args.len() == 2 => {
+                    let a = self.duration_expr(&c.args[0])?;
+                    let b = self.duration_expr(&c.args[1])?;
+                    Ok(if c.func == "min" { a.min(b) } else { a.max(b) })
+                }
+                f => err(format!("function {f} not allowed in a duration")),
+            },
+            _ => err("invalid duration expression"),
+        }
+    }
+
+    // ----- top level -----
+
+    pub(crate) fn run_instant(&mut self, expr: &Expr) -> EvalResult<Value> {
+        let ts = self.start;
+        self.cur_samples = 0;
+        let v = self.eval(expr, ts)?;
+        Ok(match v {
+            Val::Scalar(f) => Value::Scalar { t: ts, v: f },
+            Val::Str(s) => Value::String { t: ts, v: s },
+            Val::Vector(mut vec) => {
+                finish_vector(&mut vec)?;
+                for s in vec.iter_mut() {
+                    s.t = ts;
+                }
+                Value::Vector(vec)
+            }
+            Val::Matrix(mut m) => {
+                for s in m.iter_mut() {
+                    if s.drop_name {
+                        s.metric = drop_metadata(&s.metric);
+                        s.drop_name = false;
+                    }
+                }
+                let mut m = merge_same_labelsets(m)?;
+                m.sort_by(|a, b| a.metric.cmp(&b.metric));
+                Value::Matrix(m)
+            }
+        })
+    }
+
+    pub(crate) fn run_range(&mut self, expr: &Expr) -> EvalResult<Value> {
+        let mut index: HashMap<Labels, usize> = HashMap::new();
+        let mut out: Matrix = Vec::new();
+        let mut ts = self.start;
+        let mut total = 0usize;
+        while ts <= self.end {
+            self.check_limits()?;
+            self.cur_samples = total;
+            let v = self.eval(expr, ts)?;
+            match v {
+                Val::Scalar(f) => {
+                    let i = *index.entry(Labels::default()).or_insert_with(|| {
+                        out.push(Series {
+                            metric: Labels::default(),
+                            floats: Vec::new(),
+                            drop_name: false,
+                        });
+                        out.len() - 1
+                    });
+                    out[i].floats.push(FPoint { t: ts, f });
+                    total += 1;
+                }
+                Val::Vector(mut vec) => {
+                    finish_vector(&mut vec)?;
+                    total += vec.len();
+                    for s in vec {
+                        let i = match index.get(&s.metric) {
+                            Some(i) => *i,
+                            None => {
+                                out.push(Series {
+                                    metric: s.metric.clone(),
+                                    floats: Vec::new(),
+                                    drop_name: false,
+                                });
+                                index.insert(s.metric, out.len() - 1);
+                                out.len() - 1
+                            }
+                        };
+                        out[i].floats.push(FPoint { t: ts, f: s.f });
+                    }
+                }
+                other => {
+                    return err(format!(
+                        "invalid expression type \"{}\" for range query, must be Scalar or instant Vector",
+                        other.type_name()
+                    ))
+                }
+            }
+            if total > self.opts.max_samples {
+                return Err(QueryError::TooManySamples);
+            }
+            ts += self.interval;
+        }
+        out.sort_by(|a, b| a.metric.cmp(&b.metric));
+        Ok(Value::Matrix(out))
+    }
+
+    // ----- the recursive evaluation -----
+
+    pub(crate) fn eval(&mut self, expr: &Expr, ts: i64) -> EvalResult<Val> {
+        match &expr.kind {
+            ExprKind::Number(n) => Ok(Val::Scalar(n.value)),
+            ExprKind::String(s) => Ok(Val::Str(s.clone())),
+            ExprKind::Paren(e) | ExprKind::StepInvariant(e) => self.eval(e, ts),
+            ExprKind::Unary(op, e) => {
+                let v = self.eval(e, ts)?;
+                if *op == UnaryOp::Pos {
+                    return Ok(v);
+                }
+                Ok(match v {
+                    Val::Scalar(f) => Val::Scalar(-f),
+                    Val::Vector(mut vec) => {
+                        for s in vec.iter_mut() {
+                            s.f = -s.f;
+                            s.drop_name = true;
+                            s.t = ts;
+                        }
+                        Val::Vector(vec)
+                    }
+                    other => return err(format!("unary minus on {}", other.type_name())),
+                })
+            }
+            ExprKind::VectorSelector(vs) => {
+                self.check_limits()?;
+                let v = selector::instant_vector(self, vs, ts)?;
+                Ok(Val::Vector(v))
+            }
+            ExprKind::MatrixSelector(ms) => {
+                self.check_limits()?;
+                let (m, _, _) = selector::matrix(self, ms, ts)?;
+                Ok(Val::Matrix(m))
+            }
+            ExprKind::Subquery(sq) => {
+                let (m, _, _) = self.subquery(sq, ts)?;
+                Ok(Val::Matrix(m))
+            }
+            ExprKind::Binary(b) => binary::eval_binary(self, expr, b, ts),
+            ExprKind::Aggregate(a) => aggregate::eval_aggregate(self, a, ts),
+            ExprKind::Call(c) => functions::eval_call(self, expr, c, ts),
+        }
+    }
+
+    /// Evaluates a subquery at `ts`: the inner expression at every multiple of the step in
+    /// the left-open window. Returns the series and the window `(start, end]`.
+    pub(crate) fn subquery(&mut self, sq: &Subquery, ts: i64) -> EvalResult<(Matrix, i64, i64)> {
+        let range = self.duration_ms(&sq.range)?;
+        let offset = self.offset_ms(&sq.offset)?;
+        let step = match &sq.step {
+            Some(s) => self.duration_ms(s)?,
+            None => 0,
+        };
+        let step = if step > 0 {
+            step
+        } else {
+            self.opts.default_subquery_step_ms.max(1)
+        };
+        let reft = match &sq.at {
+            Some(a) => self.resolve_at(a),
+            None => ts,
+        } - offset;
+        let wstart = reft - range;
+        let mut t = step * (wstart / step);
+        if t <= wstart {
+            t += step;
+        }
+        let key = sq as *const Subquery as usize;
+        let mut index: HashMap<Labels, usize> = HashMap::new();
+        let mut out: Matrix = Vec::new();
+        while t <= reft {
+            self.check_limits()?;
+            let v = match self.subq_cache.get(&(key, t)) {
+                Some(v) => v.clone(),
+                None => {
+                    let saved = self.cur_samples;
+                    let v = self.eval(&sq.expr, t)?;
+                    self.cur_samples = saved;
+                    if self.subq_cache.len() < 100_000 {
+                        self.subq_cache.insert((key, t), v.clone());
+                    }
+                    v
+                }
+            };
+            match v {
+                Val::Scalar(f) => {
+                    let i = *index.entry(Labels::default()).or_insert_with(|| {
+                        out.push(Series {
+                            metric: Labels::default(),
+                            floats: Vec::new(),
+                            drop_name: false,
+                        });
+                        out.len() - 1
+                    });
+                    out[i].floats.push(FPoint { t, f });
+                }
+                Val::Vector(vec) => {
+                    for s in vec {
+                        let i = match index.get(&s.metric) {
+                            Some(i) => *i,
+                            None => {
+                                out.push(Series {
+                                    metric: s.metric.clone(),
+                                    floats: Vec::new(),
+                                    drop_name: s.drop_name,
+                                });
+                                index.insert(s.metric, out.len() - 1);
+                                out.len() - 1
+                            }
+                        };
+                        let series = &mut out[i];
+                        if series.floats.last().is_some_and(|p| p.t == t) {
+                            return err("vector cannot contain metrics with the same labelset");
+                        }
+                        series.floats.push(FPoint { t, f: s.f });
+                    }
+                }
+                other => {
+                    return err(format!(
+                        "subquery is only allowed on instant vector, got {}",
+                        other.type_name()
+                    ))
+                }
+            }
+            t += step;
+        }
+        let n: usize = out.iter().map(|s| s.floats.len()).sum();
+        self.add_samples(n)?;
+        Ok((out, reft - range, reft))
+    }
+}
+
+/// Removes `__name__` (and the other metadata labels `__type__`, `__unit__`).
+pub(crate) fn drop_metadata(l: &Labels) -> Labels {
+    if !l
+        .iter()
+        .any(|x| x.name == METRIC_NAME || x.name == "__type__" || x.name == "__unit__")
+    {
+        return l.clone();
+    }
+    Labels::from_sorted_unchecked(
+        l.iter()
+            .filter(|x| x.name != METRIC_NAME && x.name != "__type__" && x.name != "__unit__")
+            .cloned()
+            .collect(),
+    )
+}
+
+/// Applies delayed name removal to a final vector and checks for duplicate label sets.
+pub(crate) fn finish_vector(vec: &mut Vector) -> EvalResult<()> {
+    for s in vec.iter_mut() {
+        if s.drop_name {
+            s.metric = drop_metadata(&s.metric);
+            s.drop_name = false;
+        }
+    }
+    check_duplicates(vec)
+}
+
+/// Fails with Prometheus' error when two samples have the same labels.
+pub(crate) fn check_duplicates(vec: &[Sample]) -> EvalResult<()> {
+    if vec.len() < 2 {
+        return Ok(());
+    }
+    let mut seen = std::collections::HashSet::with_capacity(vec.len());
+    for s in vec {
+        if !seen.insert(&s.metric) {
+            return err("vector cannot contain metrics with the same labelset");
+        }
+    }
+    Ok(())
+}
+
+/// Merges series that ended up with the same labels (after name removal); an overlap in
+/// timestamps is Prometheus' duplicate-labelset error.
+pub(crate) fn merge_same_labelsets(m: Matrix) -> EvalResult<Matrix> {
+    let mut index: HashMap<Labels, usize> = HashMap::new();
+    let mut out: Matrix = Vec::with_capacity(m.len());
+    let mut merged = false;
+    for s in m {
+        match index.get(&s.metric) {
+            Some(&i) => {
+                merged = true;
+                out[i].floats.extend(s.floats);
+            }
+            None => {
+                index.insert(s.metric.clone(), out.len());
+                out.push(s);
+            }
+        }
+    }
+    if merged {
+        for s in out.iter_mut() {
+            s.floats.sort_by_key(|p| p.t);
+            if s.floats.windows(2).any(|w| w[0].t == w[1].t) {
+                return err("vector cannot contain metrics with the same labelset");
+            }
+        }
+    }
+    Ok(out)
+}
