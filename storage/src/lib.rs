@@ -4,6 +4,44 @@
 //! and a write-ahead log, cut into Gorilla-compressed chunks, persisted as memory-mapped
 //! time-partitioned blocks, compacted and expired by retention. This crate knows nothing of
 //! PromQL or HTTP.
+//!
+//! # Example
+//!
+//! ```
+//! use inferdb_storage::{Db, Labels, Matcher, Options};
+//!
+//! # fn main() -> inferdb_storage::Result<()> {
+//! # let tmp = tempfile::tempdir().unwrap();
+//! # let dir = tmp.path();
+//! let db = Db::open(dir, Options::default())?;
+//!
+//! // one transaction: append by labels or, faster, by a reference kept across scrapes
+//! let mut app = db.appender();
+//! let running = Labels::from_pairs([
+//!     ("__name__", "vllm:num_requests_running"),
+//!     ("model_name", "llama"),
+//! ]);
+//! let r = app.get_ref(&running)?;
+//! app.append_ref(r, 1_000, 3.0)?;
+//! app.append_ref(r, 16_000, 4.0)?;
+//! app.commit()?; // in the WAL, visible to queriers
+//!
+//! let q = db.querier(0, 20_000)?;
+//! for series in q.select(&[Matcher::equal("model_name", "llama")])? {
+//!     let samples: Vec<(i64, f64)> = series.iter().collect();
+//!     assert_eq!(samples, vec![(1_000, 3.0), (16_000, 4.0)]);
+//!     println!("{}", series.labels());
+//! }
+//! assert_eq!(q.label_values("model_name", &[])?, vec!["llama".to_string()]);
+//! db.close()?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Opening replays the WAL (a torn tail is truncated and reported in [`Db::open_stats`]); a
+//! background thread fsyncs the WAL at [`Options::wal_fsync_interval`], cuts blocks from the
+//! head, compacts them and applies retention. [`Options::read_only`] opens beside a running
+//! writer for reading.
 
 #![warn(missing_docs)]
 
