@@ -1,0 +1,288 @@
+//! The scrape manager: one tokio task per target, started and stopped as the configuration
+//! (or file service discovery) changes.
+//!
+//! Each loop ticks at its target's interval with a stable per-target offset, so targets
+//! spread over the interval and keep their phase; a target that fails is marked down with
+//! the reason and the others go on. A target that disappears (reload, file SD change) gets
+//! staleness markers for its series.
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use super::config::Config;
+use super::sink::SampleSink;
+use super::target::{
+    discover, now_ms, Auth, MetricMetadata, ScrapeLoop, ScrapeOptions, Target, TargetState,
+};
+
+/// A target as the targets API shows it.
+#[derive(Debug, Clone)]
+pub struct TargetInfo {
+    /// The target.
+    pub target: Target,
+    /// Its last scrape.
+    pub state: TargetState,
+}
+
+struct Running {
+    target: Target,
+    state: Arc<Mutex<TargetState>>,
+    stop: watch::Sender<StopReason>,
+    handle: JoinHandle<()>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StopReason {
+    Running,
+    /// The target went away: write staleness markers.
+    Removed,
+    /// inferdb is shutting down: leave the series as they are.
+    Shutdown,
+}
+
+/// Runs the scrape loops of a configuration.
+pub struct ScrapeManager {
+    sink: Arc<dyn SampleSink>,
+    running: Mutex<HashMap<String, Running>>,
+    errors: Mutex<Vec<String>>,
+}
+
+impl ScrapeManager {
+    /// A manager writing into `sink`; no targets until [`ScrapeManager::apply_config`].
+    pub fn new(sink: Arc<dyn SampleSink>) -> Self {
+        ScrapeManager {
+            sink,
+            running: Mutex::new(HashMap::new()),
+            errors: Mutex::new(vec![]),
+        }
+    }
+
+    /// Starts loops for new targets and stops those of targets no longer configured; loops of
+    /// unchanged targets go on untouched (no data lost on reload). Must run inside a tokio
+    /// runtime. Returns the number of targets.
+    pub fn apply_config(&self, cfg: &Config) -> usize {
+        let mut wanted: HashMap<String, (Target, ScrapeOptions, reqwest::Client, Auth)> =
+            HashMap::new();
+        let mut errors = vec![];
+        for sc in &cfg.scrape_configs {
+            let (targets, errs) = discover(cfg, sc);
+            errors.extend(errs.into_iter().map(|e| format!("job {}: {e}", sc.job_name)));
+            if targets.is_empty() {
+                continue;
+            }
+            let client = match super::target::build_client(sc) {
+                Ok(c) => c,
+                Err(e) => {
+                    errors.push(format!("job {}: {e}", sc.job_name));
+                    continue;
+                }
+            };
+            let auth = match Auth::from_config(sc) {
+                Ok(a) => a,
+                Err(e) => {
+                    errors.push(format!("job {}: {e}", sc.job_name));
+                    continue;
+                }
+            };
+            let opts = ScrapeOptions::from_config(cfg, sc);
+            for t in targets {
+                // options are part of the identity: a changed job restarts its loops
+                let key = format!("{}|{:?}", t.key(), (t.interval, t.timeout, &opts));
+                wanted.insert(key, (t, opts.clone(), client.clone(), auth.clone()));
+            }
+        }
+        for e in &errors {
+            tracing::warn!("{e}");
+        }
+        *self.errors.lock() = errors;
+        let mut running = self.running.lock();
+        let gone: Vec<String> = running
+            .keys()
+            .filter(|k| !wanted.contains_key(*k))
+            .cloned()
+            .collect();
+        for k in gone {
+            if let Some(r) = running.remove(&k) {
+                let _ = r.stop.send(StopReason::Removed);
+            }
+        }
+        for (k, (t, opts, client, auth)) in wanted {
+            if running.contains_key(&k) {
+                continue;
+            }
+            let lp = ScrapeLoop::new(t.clone(), opts, client, auth, self.sink.clone());
+            let state = lp.state();
+            let (tx, rx) = watch::channel(StopReason::Running);
+            let handle = tokio::spawn(run_loop(lp, rx));
+            running.insert(
+                k,
+                Running {
+                    target: t,
+                    state,
+                    stop: tx,
+                    handle,
+                },
+            );
+        }
+        running.len()
+    }
+
+    /// Every target with its last scrape, sorted by job and URL.
+    pub fn targets(&self) -> Vec<TargetInfo> {
+        let mut v: Vec<TargetInfo> = self
+            .running
+            .lock()
+            .values()
+            .map(|r| TargetInfo {
+                target: r.target.clone(),
+                state: r.state.lock().clone(),
+            })
+            .collect();
+        v.sort_by(|a, b| (&a.target.job, &a.target.url).cmp(&(&b.target.job, &b.target.url)));
+        v
+    }
+
+    /// Metadata of every metric family seen on the targets' last pages: name to the
+    /// distinct (type, help, unit) triples.
+    pub fn metadata(&self) -> BTreeMap<String, Vec<MetricMetadata>> {
+        let mut out: BTreeMap<String, Vec<MetricMetadata>> = BTreeMap::new();
+        for r in self.running.lock().values() {
+            let m = r.state.lock().metadata.clone();
+            for (name, md) in m.iter() {
+                let v = out.entry(name.clone()).or_default();
+                if !v.contains(md) {
+                    v.push(md.clone());
+                }
+            }
+        }
+        out
+    }
+
+    /// Service-discovery and client errors of the last [`ScrapeManager::apply_config`].
+    pub fn discovery_errors(&self) -> Vec<String> {
+        self.errors.lock().clone()
+    }
+
+    /// Stops every loop (no staleness markers) and waits for them.
+    pub async fn stop(&self) {
+        let all: Vec<Running> = self.running.lock().drain().map(|(_, r)| r).collect();
+        for r in &all {
+            let _ = r.stop.send(StopReason::Shutdown);
+        }
+        for r in all {
+            let _ = r.handle.await;
+        }
+    }
+}
+
+async fn run_loop(mut lp: ScrapeLoop, mut stop: watch::Receiver<StopReason>) {
+    let interval = lp.target().interval;
+    let offset = lp.target().offset(interval);
+    let iv_ms = interval.as_millis().max(1) as i64;
+    let now = now_ms();
+    // first tick: the next instant whose phase within the interval is the target's offset
+    let phase = now.rem_euclid(iv_ms);
+    let mut wait = offset.as_millis() as i64 - phase;
+    if wait < 0 {
+        wait += iv_ms;
+    }
+    let start = tokio::time::Instant::now() + Duration::from_millis(wait as u64);
+    let mut ticker = tokio::time::interval_at(start, interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = stop.changed() => break,
+        }
+        if *stop.borrow() != StopReason::Running {
+            break;
+        }
+        let t = now_ms();
+        let report = tokio::select! {
+            r = lp.scrape_once(t) => r,
+            _ = stop.changed() => break,
+        };
+        if let Some(e) = &report.error {
+            tracing::debug!(target = %lp.target().url, "scrape failed: {e}");
+        }
+    }
+    if *stop.borrow() == StopReason::Removed {
+        lp.mark_all_stale(now_ms());
+    }
+}
+
+/// Runs the scraper for `config` until `shutdown` completes: applies the configuration,
+/// re-reads file service discovery every `refresh` (the smallest `refresh_interval` of the
+/// file_sd_configs, 30 s when unset), logs the configuration's warnings once.
+pub async fn run_scraper(
+    config: Config,
+    sink: Arc<dyn SampleSink>,
+    shutdown: impl Future<Output = ()>,
+) -> Arc<ScrapeManager> {
+    let mgr = Arc::new(ScrapeManager::new(sink));
+    run_with(mgr.clone(), config, shutdown).await;
+    mgr
+}
+
+/// Like [`run_scraper`] with a manager the caller keeps (for the targets/metadata APIs) and
+/// a channel of new configurations (reloads).
+pub async fn run_with(mgr: Arc<ScrapeManager>, config: Config, shutdown: impl Future<Output = ()>) {
+    let (_tx, rx) = watch::channel(config);
+    run_with_reload(mgr, rx, shutdown).await
+}
+
+/// Runs `mgr` on the configuration in `configs`, applying each new value sent on it (SIGHUP
+/// or `/-/reload` handlers send there), until `shutdown` completes.
+pub async fn run_with_reload(
+    mgr: Arc<ScrapeManager>,
+    mut configs: watch::Receiver<Config>,
+    shutdown: impl Future<Output = ()>,
+) {
+    tokio::pin!(shutdown);
+    loop {
+        let cfg = configs.borrow_and_update().clone();
+        for w in &cfg.warnings {
+            tracing::warn!("{w}");
+        }
+        let n = mgr.apply_config(&cfg);
+        tracing::info!(targets = n, "scrape configuration applied");
+        let refresh = cfg
+            .scrape_configs
+            .iter()
+            .flat_map(|s| s.file_sd_configs.iter())
+            .map(|f| f.refresh_interval.map(|d| d.0).unwrap_or(Duration::from_secs(30)))
+            .min();
+        loop {
+            let sleep = async {
+                match refresh {
+                    Some(d) => tokio::time::sleep(d).await,
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            tokio::select! {
+                _ = &mut shutdown => {
+                    mgr.stop().await;
+                    return;
+                }
+                r = configs.changed() => {
+                    if r.is_err() {
+                        // sender gone: keep running on the current configuration
+                        (&mut shutdown).await;
+                        mgr.stop().await;
+                        return;
+                    }
+                    break;
+                }
+                _ = sleep => {
+                    mgr.apply_config(&cfg);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,980 @@
+//! Targets: discovery from a configuration and the work of one scrape.
+//!
+//! [`discover`] turns the static and file service-discovery groups of a job into [`Target`]s
+//! (after `relabel_configs`). [`ScrapeLoop::scrape_once`] fetches a target's page, parses it,
+//! applies `metric_relabel_configs`, attaches the target labels, adds the synthetic series
+//! (`up`, `scrape_duration_seconds`, ...) and staleness markers, and hands the batch to the
+//! [`SampleSink`].
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use inferdb_storage::{stale_nan, Label, Labels};
+use parking_lot::Mutex;
+use serde::Deserialize;
+
+use super::config::{Config, ScrapeConfig};
+use super::exposition::{self, Entry, Format};
+use super::relabel::{relabel, LabelMap, RelabelConfig};
+use super::sink::{SampleSink, SeriesHandle, SinkSample};
+
+/// The `Accept` header Prometheus 3 sends by default (OpenMetrics first, UTF-8 names allowed).
+pub const ACCEPT_HEADER: &str = "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.5,application/openmetrics-text;version=0.0.1;q=0.4,text/plain;version=1.0.0;escaping=allow-utf-8;q=0.3,text/plain;version=0.0.4;q=0.2,*/*;q=0.1";
+
+/// Body size limit used when the configuration sets none (Prometheus has none; a page this
+/// large is a broken target, and reading it whole would only cost memory).
+pub const DEFAULT_BODY_SIZE_LIMIT: u64 = 32 << 20;
+
+/// Milliseconds since the Unix epoch, now.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// A target to scrape, after relabelling.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Target {
+    /// The job (scrape config) name.
+    pub job: String,
+    /// The URL scraped, query parameters included.
+    pub url: String,
+    /// Labels attached to every series of the target (`job`, `instance`, group labels).
+    pub labels: Labels,
+    /// The labels before relabelling (`__address__`, `__scheme__`, ...).
+    pub discovered_labels: BTreeMap<String, String>,
+    /// The interval.
+    pub interval: Duration,
+    /// The timeout.
+    pub timeout: Duration,
+}
+
+impl Target {
+    /// A key identifying the target within its job (URL and labels).
+    pub fn key(&self) -> String {
+        format!("{}|{}|{}", self.job, self.url, self.labels)
+    }
+
+    /// A stable offset within the interval, so targets spread over it and keep their phase
+    /// across restarts (as Prometheus does).
+    pub fn offset(&self, interval: Duration) -> Duration {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        // DefaultHasher::new() uses fixed keys: stable across runs of the same build.
+        self.key().hash(&mut h);
+        let ms = interval.as_millis().max(1) as u64;
+        Duration::from_millis(h.finish() % ms)
+    }
+}
+
+/// A group of targets read by file service discovery (JSON or YAML).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TargetGroup {
+    /// Addresses.
+    #[serde(default)]
+    pub targets: Vec<String>,
+    /// Labels for the group.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+}
+
+fn glob_match(pattern: &str, name: &str) -> bool {
+    // '*' and '?' only, which is what file_sd patterns use in practice.
+    let (p, n): (Vec<char>, Vec<char>) = (pattern.chars().collect(), name.chars().collect());
+    let (mut pi, mut ni, mut star, mut mark) = (0usize, 0usize, None::<usize>, 0usize);
+    while ni < n.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == n[ni]) {
+            pi += 1;
+            ni += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some(pi);
+            mark = ni;
+            pi += 1;
+        } else if let Some(s) = star {
+            pi = s + 1;
+            mark += 1;
+            ni = mark;
+        } else {
+            return false;
+        }
+    }
+    while pi < p.len() && p[pi] == '*' {
+        pi += 1;
+    }
+    pi == p.len()
+}
+
+/// Reads the target groups of file service discovery files (patterns allowed in the last
+/// path element). Unreadable files are reported in the returned errors and skipped.
+pub fn read_file_sd(files: &[String]) -> (Vec<TargetGroup>, Vec<String>) {
+    let mut groups = vec![];
+    let mut errs = vec![];
+    for f in files {
+        let path = std::path::Path::new(f);
+        let paths: Vec<std::path::PathBuf> = match path.file_name().and_then(|n| n.to_str()) {
+            Some(name) if name.contains('*') || name.contains('?') => {
+                let dir = path.parent().unwrap_or(std::path::Path::new("."));
+                match std::fs::read_dir(dir) {
+                    Ok(rd) => {
+                        let mut v: Vec<_> = rd
+                            .filter_map(|e| e.ok())
+                            .map(|e| e.path())
+                            .filter(|p| {
+                                p.file_name()
+                                    .and_then(|n| n.to_str())
+                                    .is_some_and(|n| glob_match(name, n))
+                            })
+                            .collect();
+                        v.sort();
+                        v
+                    }
+                    Err(e) => {
+                        errs.push(format!("{}: {e}", dir.display()));
+                        continue;
+                    }
+                }
+            }
+            _ => vec![path.to_path_buf()],
+        };
+        for p in paths {
+            let text = match std::fs::read_to_string(&p) {
+                Ok(t) => t,
+                Err(e) => {
+                    errs.push(format!("{}: {e}", p.display()));
+                    continue;
+                }
+            };
+            let is_json = p.extension().is_some_and(|e| e == "json");
+            let parsed: Result<Vec<TargetGroup>, String> = if is_json {
+                serde_json::from_str(&text).map_err(|e| e.to_string())
+            } else {
+                serde_yaml::from_str(&text).map_err(|e| e.to_string())
+            };
+            match parsed {
+                Ok(g) => groups.extend(g),
+                Err(e) => errs.push(format!("{}: {e}", p.display())),
+            }
+        }
+    }
+    (groups, errs)
+}
+
+fn fmt_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms % 1000 != 0 {
+        format!("{ms}ms")
+    } else if ms % 60_000 != 0 || ms == 0 {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{}m", ms / 60_000)
+    }
+}
+
+/// The targets of one job: static and file-SD groups, relabelled. Also gives the errors of
+/// unreadable SD files.
+pub fn discover(cfg: &Config, sc: &ScrapeConfig) -> (Vec<Target>, Vec<String>) {
+    let g = &cfg.global;
+    let mut groups: Vec<TargetGroup> = sc
+        .static_configs
+        .iter()
+        .map(|s| TargetGroup {
+            targets: s.targets.clone(),
+            labels: s.labels.clone(),
+        })
+        .collect();
+    let mut errs = vec![];
+    for f in &sc.file_sd_configs {
+        let (gs, es) = read_file_sd(&f.files);
+        groups.extend(gs);
+        errs.extend(es);
+    }
+    let mut out = vec![];
+    for grp in groups {
+        for addr in &grp.targets {
+            let mut l: LabelMap = LabelMap::new();
+            for (k, v) in &grp.labels {
+                l.insert(k.clone(), v.clone());
+            }
+            l.insert("__address__".into(), addr.clone());
+            l.insert("job".into(), sc.job_name.clone());
+            l.insert("__scheme__".into(), sc.scheme.clone());
+            l.insert("__metrics_path__".into(), sc.metrics_path.clone());
+            l.insert(
+                "__scrape_interval__".into(),
+                fmt_duration(sc.interval(g)),
+            );
+            l.insert("__scrape_timeout__".into(), fmt_duration(sc.timeout(g)));
+            for (k, vs) in &sc.params {
+                if let Some(v) = vs.first() {
+                    l.insert(format!("__param_{k}"), v.clone());
+                }
+            }
+            let discovered = l.clone();
+            if !relabel(&mut l, &sc.relabel_configs) {
+                continue;
+            }
+            let Some(address) = l.get("__address__").cloned() else {
+                continue;
+            };
+            if !l.contains_key("instance") {
+                l.insert("instance".into(), address.clone());
+            }
+            let interval = l
+                .get("__scrape_interval__")
+                .and_then(|s| super::config::parse_duration(s).ok())
+                .filter(|d| !d.is_zero())
+                .unwrap_or(sc.interval(g));
+            let timeout = l
+                .get("__scrape_timeout__")
+                .and_then(|s| super::config::parse_duration(s).ok())
+                .filter(|d| !d.is_zero())
+                .unwrap_or(sc.timeout(g))
+                .min(interval);
+            let scheme = l.get("__scheme__").cloned().unwrap_or_else(|| "http".into());
+            let path = l
+                .get("__metrics_path__")
+                .cloned()
+                .unwrap_or_else(|| "/metrics".into());
+            let mut url = if address.contains("://") {
+                address.clone()
+            } else {
+                format!("{scheme}://{address}")
+            };
+            if !path.starts_with('/') {
+                url.push('/');
+            }
+            url.push_str(&path);
+            // query parameters: every value of params, with __param_ overrides for the first
+            let mut query: Vec<(String, String)> = vec![];
+            for (k, vs) in &sc.params {
+                let first = l.get(&format!("__param_{k}")).cloned();
+                for (i, v) in vs.iter().enumerate() {
+                    let v = if i == 0 { first.clone().unwrap_or(v.clone()) } else { v.clone() };
+                    query.push((k.clone(), v));
+                }
+            }
+            for (k, v) in &l {
+                if let Some(p) = k.strip_prefix("__param_") {
+                    if !sc.params.contains_key(p) {
+                        query.push((p.to_string(), v.clone()));
+                    }
+                }
+            }
+            if !query.is_empty() {
+                url.push(if url.contains('?') { '&' } else { '?' });
+                let q: Vec<String> = query
+                    .iter()
+                    .map(|(k, v)| format!("{}={}", url_escape(k), url_escape(v)))
+                    .collect();
+                url.push_str(&q.join("&"));
+            }
+            let labels = Labels::new(
+                l.iter()
+                    .filter(|(k, _)| !k.starts_with("__"))
+                    .map(|(k, v)| Label::new(k.clone(), v.clone()))
+                    .collect(),
+            );
+            out.push(Target {
+                job: sc.job_name.clone(),
+                url,
+                labels,
+                discovered_labels: discovered,
+                interval,
+                timeout,
+            });
+        }
+    }
+    // Prometheus drops duplicate targets of a job.
+    let mut seen = std::collections::HashSet::new();
+    out.retain(|t| seen.insert(t.key()));
+    (out, errs)
+}
+
+fn url_escape(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            o.push(b as char);
+        } else {
+            let _ = write!(o, "%{b:02X}");
+        }
+    }
+    o
+}
+
+/// Health of a target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Health {
+    /// Not scraped yet.
+    Unknown,
+    /// The last scrape succeeded.
+    Up,
+    /// The last scrape failed.
+    Down,
+}
+
+impl Health {
+    /// `up`, `down` or `unknown`, as the targets API writes it.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Health::Unknown => "unknown",
+            Health::Up => "up",
+            Health::Down => "down",
+        }
+    }
+}
+
+/// Metadata of a metric family from HELP/TYPE/UNIT lines.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MetricMetadata {
+    /// The type (`counter`, `gauge`, ...).
+    pub kind: String,
+    /// The help text.
+    pub help: String,
+    /// The unit, often empty.
+    pub unit: String,
+}
+
+/// What the last scrape of a target did; shared with the API.
+#[derive(Debug, Clone)]
+pub struct TargetState {
+    /// Health after the last scrape.
+    pub health: Health,
+    /// Why the last scrape failed.
+    pub last_error: Option<String>,
+    /// Start of the last scrape, ms since the epoch.
+    pub last_scrape_ms: Option<i64>,
+    /// How long the last scrape took.
+    pub last_duration: Duration,
+    /// Samples on the last page.
+    pub samples_scraped: usize,
+    /// Scrapes done.
+    pub scrapes: u64,
+    /// Scrapes failed.
+    pub failures: u64,
+    /// Metadata of the families on the last page.
+    pub metadata: Arc<BTreeMap<String, MetricMetadata>>,
+}
+
+impl Default for TargetState {
+    fn default() -> Self {
+        TargetState {
+            health: Health::Unknown,
+            last_error: None,
+            last_scrape_ms: None,
+            last_duration: Duration::ZERO,
+            samples_scraped: 0,
+            scrapes: 0,
+            failures: 0,
+            metadata: Arc::new(BTreeMap::new()),
+        }
+    }
+}
+
+/// Per-job settings a scrape loop needs.
+#[derive(Debug, Clone)]
+pub struct ScrapeOptions {
+    /// Keep the page's labels on conflicts.
+    pub honor_labels: bool,
+    /// Keep the page's timestamps.
+    pub honor_timestamps: bool,
+    /// Fail scrapes with more samples than this after relabelling (0 = none).
+    pub sample_limit: u64,
+    /// Fail scrapes where a series has more labels than this (0 = none).
+    pub label_limit: u64,
+    /// Fail scrapes with larger bodies (0 = none).
+    pub body_size_limit: u64,
+    /// Ask for gzip.
+    pub enable_compression: bool,
+    /// Rules for scraped series.
+    pub metric_relabel_configs: Vec<RelabelConfig>,
+}
+
+impl ScrapeOptions {
+    /// The options of a job.
+    pub fn from_config(cfg: &Config, sc: &ScrapeConfig) -> Self {
+        let g = &cfg.global;
+        let body = sc
+            .body_size_limit
+            .or(g.body_size_limit)
+            .map(|b| b.0)
+            .unwrap_or(DEFAULT_BODY_SIZE_LIMIT);
+        ScrapeOptions {
+            honor_labels: sc.honor_labels,
+            honor_timestamps: sc.honor_timestamps,
+            sample_limit: sc.sample_limit.or(g.sample_limit).unwrap_or(0),
+            label_limit: sc.label_limit.or(g.label_limit).unwrap_or(0),
+            body_size_limit: body,
+            enable_compression: sc.enable_compression,
+            metric_relabel_configs: sc.metric_relabel_configs.clone(),
+        }
+    }
+}
+
+impl Default for ScrapeOptions {
+    fn default() -> Self {
+        ScrapeOptions {
+            honor_labels: false,
+            honor_timestamps: true,
+            sample_limit: 0,
+            label_limit: 0,
+            body_size_limit: DEFAULT_BODY_SIZE_LIMIT,
+            enable_compression: true,
+            metric_relabel_configs: vec![],
+        }
+    }
+}
+
+/// Builds the HTTP client of a job (auth, TLS, redirects).
+pub fn build_client(sc: &ScrapeConfig) -> Result<reqwest::Client, String> {
+    let mut b = reqwest::Client::builder()
+        .user_agent(concat!("inferdb/", env!("CARGO_PKG_VERSION")))
+        .pool_max_idle_per_host(2)
+        .tcp_nodelay(true);
+    if !sc.follow_redirects {
+        b = b.redirect(reqwest::redirect::Policy::none());
+    }
+    if !sc.enable_compression {
+        b = b.no_gzip();
+    }
+    if let Some(tls) = &sc.tls_config {
+        if tls.insecure_skip_verify {
+            b = b.danger_accept_invalid_certs(true);
+        }
+        let ca_pem = match (&tls.ca, &tls.ca_file) {
+            (Some(c), _) => Some(c.clone().into_bytes()),
+            (None, Some(f)) => Some(std::fs::read(f).map_err(|e| format!("ca_file {f}: {e}"))?),
+            _ => None,
+        };
+        if let Some(pem) = ca_pem {
+            let certs = reqwest::Certificate::from_pem_bundle(&pem)
+                .map_err(|e| format!("ca certificate: {e}"))?;
+            for c in certs {
+                b = b.add_root_certificate(c);
+            }
+        }
+        if let (Some(cert), Some(key)) = (&tls.cert_file, &tls.key_file) {
+            let mut pem = std::fs::read(cert).map_err(|e| format!("cert_file {cert}: {e}"))?;
+            pem.extend(std::fs::read(key).map_err(|e| format!("key_file {key}: {e}"))?);
+            let id = reqwest::Identity::from_pem(&pem).map_err(|e| format!("client cert: {e}"))?;
+            b = b.identity(id);
+        }
+    }
+    b.build().map_err(|e| e.to_string())
+}
+
+/// How a scrape request authenticates.
+#[derive(Debug, Clone, Default)]
+pub enum Auth {
+    /// No credentials.
+    #[default]
+    None,
+    /// Basic auth.
+    Basic(String, Option<String>),
+    /// `Authorization: <scheme> <credentials>`.
+    Header(String),
+}
+
+impl Auth {
+    /// The auth of a job (reads password/credentials files).
+    pub fn from_config(sc: &ScrapeConfig) -> Result<Auth, String> {
+        if let Some(b) = &sc.basic_auth {
+            let pw = match (&b.password, &b.password_file) {
+                (Some(p), _) => Some(p.clone()),
+                (None, Some(f)) => Some(
+                    std::fs::read_to_string(f)
+                        .map_err(|e| format!("password_file {f}: {e}"))?
+                        .trim()
+                        .to_string(),
+                ),
+                _ => None,
+            };
+            return Ok(Auth::Basic(b.username.clone(), pw));
+        }
+        if let Some(a) = &sc.authorization {
+            let cred = match (&a.credentials, &a.credentials_file) {
+                (Some(c), _) => c.clone(),
+                (None, Some(f)) => std::fs::read_to_string(f)
+                    .map_err(|e| format!("credentials_file {f}: {e}"))?
+                    .trim()
+                    .to_string(),
+                _ => String::new(),
+            };
+            let kind = a.kind.clone().unwrap_or_else(|| "Bearer".into());
+            return Ok(Auth::Header(format!("{kind} {cred}")));
+        }
+        Ok(Auth::None)
+    }
+}
+
+struct CacheEntry {
+    /// None: dropped by metric relabelling.
+    series: Option<Arc<SeriesHandle>>,
+    last_seen: u64,
+    /// Seen in the last successful scrape.
+    in_last_ok: bool,
+}
+
+/// The outcome of one scrape.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScrapeReport {
+    /// Whether the scrape succeeded (`up`).
+    pub up: bool,
+    /// Why it failed.
+    pub error: Option<String>,
+    /// Samples on the page.
+    pub samples_scraped: usize,
+    /// Samples left after metric relabelling.
+    pub samples_post_relabel: usize,
+    /// Series not seen in the previous scrape.
+    pub series_added: usize,
+    /// Staleness markers written.
+    pub stale_markers: usize,
+    /// Samples the sink refused (out of order, duplicates).
+    pub rejected: usize,
+}
+
+/// The state of one target's scrape loop.
+pub struct ScrapeLoop {
+    target: Target,
+    opts: ScrapeOptions,
+    client: reqwest::Client,
+    auth: Auth,
+    sink: Arc<dyn SampleSink>,
+    state: Arc<Mutex<TargetState>>,
+    cache: HashMap<Box<str>, CacheEntry>,
+    gen: u64,
+    batch: Vec<SinkSample>,
+    synthetic: Vec<Arc<SeriesHandle>>,
+    meta_hash: u64,
+}
+
+const SYNTHETIC: [&str; 5] = [
+    "up",
+    "scrape_duration_seconds",
+    "scrape_samples_scraped",
+    "scrape_samples_post_metric_relabeling",
+    "scrape_series_added",
+];
+
+impl ScrapeLoop {
+    /// A loop for `target`.
+    pub fn new(
+        target: Target,
+        opts: ScrapeOptions,
+        client: reqwest::Client,
+        auth: Auth,
+        sink: Arc<dyn SampleSink>,
+    ) -> Self {
+        let synthetic = SYNTHETIC
+            .iter()
+            .map(|n| Arc::new(SeriesHandle::new(target.labels.with("__name__", n))))
+            .collect();
+        ScrapeLoop {
+            target,
+            opts,
+            client,
+            auth,
+            sink,
+            state: Arc::new(Mutex::new(TargetState::default())),
+            cache: HashMap::new(),
+            gen: 0,
+            batch: Vec::new(),
+            synthetic,
+            meta_hash: 0,
+        }
+    }
+
+    /// The target.
+    pub fn target(&self) -> &Target {
+        &self.target
+    }
+
+    /// The shared state (health, last error, metadata).
+    pub fn state(&self) -> Arc<Mutex<TargetState>> {
+        self.state.clone()
+    }
+
+    async fn fetch(&self) -> Result<(Vec<u8>, Format), String> {
+        let mut req = self
+            .client
+            .get(&self.target.url)
+            .header(reqwest::header::ACCEPT, ACCEPT_HEADER)
+            .header(
+                "X-Prometheus-Scrape-Timeout-Seconds",
+                format!("{}", self.target.timeout.as_secs_f64()),
+            );
+        match &self.auth {
+            Auth::None => {}
+            Auth::Basic(u, p) => req = req.basic_auth(u, p.as_ref()),
+            Auth::Header(h) => req = req.header(reqwest::header::AUTHORIZATION, h),
+        }
+        let mut resp = req.send().await.map_err(|e| describe_reqwest(&e))?;
+        if !resp.status().is_success() {
+            return Err(format!("server returned HTTP status {}", resp.status()));
+        }
+        let ct = resp
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string();
+        let limit = self.opts.body_size_limit;
+        let cap = resp.content_length().unwrap_or(1 << 16).min(if limit > 0 { limit } else { 1 << 25 });
+        let mut body = Vec::with_capacity(cap as usize);
+        while let Some(chunk) = resp.chunk().await.map_err(|e| describe_reqwest(&e))? {
+            if limit > 0 && (body.len() + chunk.len()) as u64 > limit {
+                return Err(format!("body size limit exceeded ({limit} bytes)"));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok((body, Format::from_content_type(&ct)))
+    }
+
+    /// Scrapes once with start time `t_ms`: fetches, parses, stores. Never panics on bad
+    /// pages; a failure gives `up == 0` and staleness markers for the previous series.
+    pub async fn scrape_once(&mut self, t_ms: i64) -> ScrapeReport {
+        let start = Instant::now();
+        let fetched = match tokio::time::timeout(self.target.timeout, self.fetch()).await {
+            Ok(r) => r,
+            Err(_) => Err(format!(
+                "scrape timed out after {}",
+                fmt_duration(self.target.timeout)
+            )),
+        };
+        let result = match fetched {
+            Ok((body, format)) => match std::str::from_utf8(&body) {
+                Ok(text) => self.process_page(text, format, t_ms),
+                Err(e) => Err(format!("page is not valid UTF-8: {e}")),
+            },
+            Err(e) => Err(e),
+        };
+        self.finish(result, t_ms, start.elapsed())
+    }
+
+    /// Processes a page as if fetched at `t_ms` (no HTTP); for tests and benchmarks.
+    pub fn scrape_page(&mut self, page: &str, format: Format, t_ms: i64) -> ScrapeReport {
+        let start = Instant::now();
+        let r = self.process_page(page, format, t_ms);
+        self.finish(r, t_ms, start.elapsed())
+    }
+
+    /// Writes staleness markers for every series of the last successful scrape (the target
+    /// went away).
+    pub fn mark_all_stale(&mut self, t_ms: i64) {
+        self.batch.clear();
+        for e in self.cache.values() {
+            if let Some(s) = &e.series {
+                if e.in_last_ok {
+                    self.batch.push(SinkSample {
+                        series: s.clone(),
+                        t: t_ms,
+                        v: stale_nan(),
+                    });
+                }
+            }
+        }
+        for s in &self.synthetic {
+            self.batch.push(SinkSample {
+                series: s.clone(),
+                t: t_ms,
+                v: stale_nan(),
+            });
+        }
+        if let Err(e) = self.sink.append_batch(&self.batch) {
+            tracing::warn!(target = %self.target.url, "writing staleness markers: {e}");
+        }
+        self.batch.clear();
+        self.cache.clear();
+    }
+
+    fn finish(
+        &mut self,
+        result: Result<ProcessStats, String>,
+        t_ms: i64,
+        took: Duration,
+    ) -> ScrapeReport {
+        let mut report = ScrapeReport {
+            up: result.is_ok(),
+            error: result.as_ref().err().cloned(),
+            samples_scraped: 0,
+            samples_post_relabel: 0,
+            series_added: 0,
+            stale_markers: 0,
+            rejected: 0,
+        };
+        match result {
+            Ok(st) => {
+                report.samples_scraped = st.scraped;
+                report.samples_post_relabel = st.post_relabel;
+                report.series_added = st.added;
+                report.stale_markers = st.stale;
+            }
+            Err(_) => {
+                // As Prometheus appends an empty scrape: every series of the previous
+                // successful scrape ends here.
+                self.batch.clear();
+                for e in self.cache.values() {
+                    if let (Some(s), true) = (&e.series, e.in_last_ok) {
+                        self.batch.push(SinkSample {
+                            series: s.clone(),
+                            t: t_ms,
+                            v: stale_nan(),
+                        });
+                    }
+                }
+                report.stale_markers = self.batch.len();
+                self.cache.clear();
+            }
+        }
+        let vals = [
+            if report.up { 1.0 } else { 0.0 },
+            took.as_secs_f64(),
+            report.samples_scraped as f64,
+            report.samples_post_relabel as f64,
+            report.series_added as f64,
+        ];
+        for (s, v) in self.synthetic.iter().zip(vals) {
+            self.batch.push(SinkSample {
+                series: s.clone(),
+                t: t_ms,
+                v,
+            });
+        }
+        match self.sink.append_batch(&self.batch) {
+            Ok(st) => report.rejected = st.rejected,
+            Err(e) => {
+                tracing::warn!(target = %self.target.url, "{e}");
+                if report.error.is_none() {
+                    report.error = Some(e.to_string());
+                }
+            }
+        }
+        self.batch.clear();
+        if self.batch.capacity() > 1 << 20 {
+            self.batch.shrink_to(1 << 16);
+        }
+        {
+            let mut s = self.state.lock();
+            s.health = if report.up { Health::Up } else { Health::Down };
+            s.last_error = report.error.clone();
+            s.last_scrape_ms = Some(t_ms);
+            s.last_duration = took;
+            s.samples_scraped = report.samples_scraped;
+            s.scrapes += 1;
+            if !report.up {
+                s.failures += 1;
+            }
+        }
+        report
+    }
+
+    fn series_labels(&self, s: &exposition::Sample<'_>) -> Result<Option<Labels>, String> {
+        let mut v: Vec<Label> = Vec::with_capacity(s.labels.len() + self.target.labels.len() + 1);
+        v.push(Label::new("__name__", s.name.as_ref()));
+        for (n, val) in s.labels.iter() {
+            v.push(Label::new(n.into_owned(), val.into_owned()));
+        }
+        // target labels
+        for tl in self.target.labels.iter() {
+            match v.iter().position(|l| l.name == tl.name) {
+                Some(i) if self.opts.honor_labels => {
+                    let _ = i;
+                }
+                Some(i) => {
+                    // the page's label becomes exported_<name> (exported_exported_... if taken)
+                    let mut name = format!("exported_{}", tl.name);
+                    while v.iter().any(|l| l.name == name) {
+                        name = format!("exported_{name}");
+                    }
+                    let page_val = std::mem::replace(&mut v[i].value, tl.value.clone());
+                    v.push(Label::new(name, page_val));
+                }
+                None => v.push(tl.clone()),
+            }
+        }
+        if !self.opts.metric_relabel_configs.is_empty() {
+            let mut m: LabelMap = v.into_iter().map(|l| (l.name, l.value)).collect();
+            if !relabel(&mut m, &self.opts.metric_relabel_configs) {
+                return Ok(None);
+            }
+            v = m.into_iter().map(|(n, val)| Label::new(n, val)).collect();
+        }
+        let labels = Labels::new(v);
+        if self.opts.label_limit > 0 && labels.len() as u64 > self.opts.label_limit {
+            return Err(format!(
+                "label_limit exceeded (metric: {}, number of labels: {}, limit: {})",
+                s.name,
+                labels.len(),
+                self.opts.label_limit
+            ));
+        }
+        if labels.metric_name().is_none_or(|n| n.is_empty()) {
+            return Ok(None);
+        }
+        Ok(Some(labels))
+    }
+
+    fn process_page(&mut self, page: &str, format: Format, t_ms: i64) -> Result<ProcessStats, String> {
+        self.gen += 1;
+        let gen = self.gen;
+        self.batch.clear();
+        let mut st = ProcessStats::default();
+        let mut meta: BTreeMap<String, MetricMetadata> = BTreeMap::new();
+        let mut meta_h = std::collections::hash_map::DefaultHasher::new();
+        let mut bad_values = 0usize;
+        for entry in exposition::parse(page, format) {
+            let entry = match entry {
+                Ok(e) => e,
+                Err(e) if e.bad_value_only => {
+                    // dcgm-exporter's "ERROR - FAILED TO CONVERT TO STRING": skip the line
+                    bad_values += 1;
+                    continue;
+                }
+                Err(e) => {
+                    self.batch.clear();
+                    return Err(format!("parsing page: {e}"));
+                }
+            };
+            match entry {
+                Entry::Sample(s) => {
+                    st.scraped += 1;
+                    let t = match (self.opts.honor_timestamps, s.timestamp_ms) {
+                        (true, Some(ts)) => ts,
+                        _ => t_ms,
+                    };
+                    let series = match self.cache.get_mut(s.series_text) {
+                        Some(e) => {
+                            if e.last_seen == gen {
+                                // duplicate series on one page: keep the first
+                                continue;
+                            }
+                            e.last_seen = gen;
+                            e.series.clone()
+                        }
+                        None => {
+                            let labels = match self.series_labels(&s) {
+                                Ok(l) => l,
+                                Err(err) => {
+                                    self.batch.clear();
+                                    return Err(err);
+                                }
+                            };
+                            let series = labels.map(|l| Arc::new(SeriesHandle::new(l)));
+                            if series.is_some() {
+                                st.added += 1;
+                            }
+                            self.cache.insert(
+                                s.series_text.into(),
+                                CacheEntry {
+                                    series: series.clone(),
+                                    last_seen: gen,
+                                    in_last_ok: false,
+                                },
+                            );
+                            series
+                        }
+                    };
+                    if let Some(series) = series {
+                        self.batch.push(SinkSample {
+                            series,
+                            t,
+                            v: s.value,
+                        });
+                    }
+                }
+                Entry::Help { name, help } => {
+                    name.hash(&mut meta_h);
+                    help.hash(&mut meta_h);
+                    meta.entry(name.into_owned()).or_insert_with(empty_meta).help = help.into_owned();
+                }
+                Entry::Type { name, kind } => {
+                    name.hash(&mut meta_h);
+                    kind.hash(&mut meta_h);
+                    meta.entry(name.into_owned()).or_insert_with(empty_meta).kind =
+                        kind.as_str().to_string();
+                }
+                Entry::Unit { name, unit } => {
+                    name.hash(&mut meta_h);
+                    unit.hash(&mut meta_h);
+                    meta.entry(name.into_owned()).or_insert_with(empty_meta).unit = unit.to_string();
+                }
+            }
+        }
+        let _ = bad_values;
+        st.post_relabel = self.batch.len();
+        if self.opts.sample_limit > 0 && st.post_relabel as u64 > self.opts.sample_limit {
+            // the scrape counts as failed; forget this generation so staleness applies
+            self.batch.clear();
+            return Err(format!(
+                "sample limit exceeded ({} samples, limit {})",
+                st.post_relabel, self.opts.sample_limit
+            ));
+        }
+        // staleness: series of the previous scrape missing from this one
+        let mut gone: Vec<Box<str>> = vec![];
+        for (k, e) in &self.cache {
+            if e.last_seen != gen {
+                if let Some(s) = &e.series {
+                    self.batch.push(SinkSample {
+                        series: s.clone(),
+                        t: t_ms,
+                        v: stale_nan(),
+                    });
+                    st.stale += 1;
+                }
+                gone.push(k.clone());
+            }
+        }
+        for k in gone {
+            self.cache.remove(&k);
+        }
+        for e in self.cache.values_mut() {
+            e.in_last_ok = true;
+        }
+        let h = meta_h.finish();
+        if h != self.meta_hash {
+            self.meta_hash = h;
+            for m in meta.values_mut() {
+                if m.kind.is_empty() {
+                    m.kind = "unknown".into();
+                }
+            }
+            self.state.lock().metadata = Arc::new(meta);
+        }
+        Ok(st)
+    }
+}
+
+fn empty_meta() -> MetricMetadata {
+    MetricMetadata {
+        kind: String::new(),
+        help: String::new(),
+        unit: String::new(),
+    }
+}
+
+#[derive(Debug, Default)]
+struct ProcessStats {
+    scraped: usize,
+    post_relabel: usize,
+    added: usize,
+    stale: usize,
+}
+
+fn describe_reqwest(e: &reqwest::Error) -> String {
+    use std::error::Error as _;
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(x) = src {
+        s.push_str(": ");
+        s.push_str(&x.to_string());
+        src = x.source();
+    }
+    s
+}
+
