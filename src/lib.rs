@@ -5,6 +5,8 @@
 
 #![warn(missing_docs)]
 
+pub mod api;
+pub mod cli;
 pub mod gpu;
 pub mod scrape;
 pub mod sim;

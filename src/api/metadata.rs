@@ -1,0 +1,75 @@
+//! `/api/v1/metadata`: HELP/TYPE/UNIT of metric families, from the scraper.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use axum::extract::State;
+use axum::response::Response;
+
+use super::error::ApiError;
+use super::json;
+use super::params::Params;
+use super::router::{success, ApiState};
+
+fn number(params: &Params, key: &str) -> Result<Option<usize>, ApiError> {
+    match params.get(key) {
+        None => Ok(None),
+        Some(s) => match s.parse::<i64>() {
+            Ok(n) if n < 0 => Ok(None),
+            Ok(n) => Ok(Some(usize::try_from(n).unwrap_or(usize::MAX))),
+            Err(_) => Err(ApiError::bad_data(format!("{key} must be a number"))),
+        },
+    }
+}
+
+/// Handles GET `/api/v1/metadata` (`limit`, `limit_per_metric`, `metric`).
+pub(crate) async fn handle(
+    State(state): State<ApiState>,
+    params: Params,
+) -> Result<Response, ApiError> {
+    let limit = number(&params, "limit")?;
+    let per_metric = number(&params, "limit_per_metric")?;
+    let only = params.get("metric").map(str::to_string);
+    let all = state.scrape().metadata();
+    // family -> distinct (type, help, unit)
+    let mut by_family: BTreeMap<String, BTreeSet<(String, String, String)>> = BTreeMap::new();
+    for m in all {
+        if only.as_deref().is_some_and(|o| o != m.metric) {
+            continue;
+        }
+        by_family
+            .entry(m.metric)
+            .or_default()
+            .insert((m.typ, m.help, m.unit));
+    }
+    let mut data = String::from("{");
+    let mut n = 0usize;
+    for (family, entries) in &by_family {
+        if limit.is_some_and(|l| n >= l) {
+            break;
+        }
+        if n > 0 {
+            data.push(',');
+        }
+        n += 1;
+        json::push_str(&mut data, family);
+        data.push_str(":[");
+        for (i, (typ, help, unit)) in entries.iter().enumerate() {
+            if per_metric.is_some_and(|l| i >= l) {
+                break;
+            }
+            if i > 0 {
+                data.push(',');
+            }
+            data.push_str("{\"type\":");
+            json::push_str(&mut data, typ);
+            data.push_str(",\"help\":");
+            json::push_str(&mut data, help);
+            data.push_str(",\"unit\":");
+            json::push_str(&mut data, unit);
+            data.push('}');
+        }
+        data.push(']');
+    }
+    data.push('}');
+    Ok(success(&data, &[], &[]))
+}

@@ -1,0 +1,151 @@
+//! Small endpoints: exemplars (none), rules and alerts (none), `format_query`, health,
+//! readiness, reload and inferdb's own `/metrics`.
+
+use std::fmt::Write as _;
+use std::time::UNIX_EPOCH;
+
+use axum::extract::State;
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+
+use super::error::ApiError;
+use super::json;
+use super::params::{Params, MAX_TIME_MS, MIN_TIME_MS};
+use super::router::{success, ApiState};
+
+/// Handles GET and POST `/api/v1/query_exemplars`: parameters are checked as Prometheus
+/// checks them; inferdb stores no exemplars, so the answer is `[]`.
+pub(crate) async fn query_exemplars(
+    State(state): State<ApiState>,
+    params: Params,
+) -> Result<Response, ApiError> {
+    let start = params.time_or("start", MIN_TIME_MS)?;
+    let end = params.time_or("end", MAX_TIME_MS)?;
+    if end < start {
+        return Err(ApiError::bad_data(
+            "end timestamp must not be before start timestamp",
+        ));
+    }
+    state
+        .backend()
+        .check_query(params.get("query").unwrap_or(""))
+        .map_err(ApiError::bad_data)?;
+    Ok(success("[]", &[], &[]))
+}
+
+/// Handles GET and POST `/api/v1/format_query`.
+pub(crate) async fn format_query(
+    State(state): State<ApiState>,
+    params: Params,
+) -> Result<Response, ApiError> {
+    let formatted = state
+        .backend()
+        .format_query(params.get("query").unwrap_or(""))
+        .map_err(|e| ApiError::invalid_param("query", e))?;
+    let mut d = String::new();
+    json::push_str(&mut d, &formatted);
+    Ok(success(&d, &[], &[]))
+}
+
+/// Handles GET `/api/v1/rules`: inferdb evaluates no rules yet.
+pub(crate) async fn rules() -> Response {
+    success("{\"groups\":[]}", &[], &[])
+}
+
+/// Handles GET `/api/v1/alerts`.
+pub(crate) async fn alerts() -> Response {
+    success("{\"alerts\":[]}", &[], &[])
+}
+
+/// Handles GET `/api/v1/alertmanagers`.
+pub(crate) async fn alertmanagers() -> Response {
+    success(
+        "{\"activeAlertmanagers\":[],\"droppedAlertmanagers\":[]}",
+        &[],
+        &[],
+    )
+}
+
+/// Handles `/-/healthy`.
+pub(crate) async fn healthy() -> Response {
+    (StatusCode::OK, "inferdb is Healthy.\n").into_response()
+}
+
+/// Handles `/-/ready`.
+pub(crate) async fn ready(State(state): State<ApiState>) -> Response {
+    if state.is_ready() {
+        (StatusCode::OK, "inferdb is Ready.\n").into_response()
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "Service Unavailable\n").into_response()
+    }
+}
+
+/// Handles POST/PUT `/-/reload` (only with `--web.enable-lifecycle`).
+pub(crate) async fn reload(State(state): State<ApiState>) -> Response {
+    if !state.config().enable_lifecycle {
+        return (StatusCode::FORBIDDEN, "Lifecycle API is not enabled.\n").into_response();
+    }
+    let scrape = state.scrape().clone();
+    match tokio::task::spawn_blocking(move || scrape.reload()).await {
+        Ok(Ok(())) => StatusCode::OK.into_response(),
+        Ok(Err(e)) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response(),
+    }
+}
+
+fn escape_label_value(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// Handles GET `/metrics`: HTTP counters, process start time and whatever the scraper adds.
+pub(crate) async fn metrics(State(state): State<ApiState>) -> Response {
+    let mut out = String::new();
+    let requests = state
+        .metrics()
+        .requests
+        .lock()
+        .map(|m| m.clone())
+        .unwrap_or_default();
+    out.push_str("# HELP inferdb_http_requests_total Counter of HTTP requests.\n");
+    out.push_str("# TYPE inferdb_http_requests_total counter\n");
+    for ((handler, code), (n, _)) in &requests {
+        let _ = writeln!(
+            out,
+            "inferdb_http_requests_total{{code=\"{code}\",handler=\"{}\"}} {n}",
+            escape_label_value(handler)
+        );
+    }
+    out.push_str(
+        "# HELP inferdb_http_request_duration_seconds_total Total seconds spent answering HTTP requests.\n",
+    );
+    out.push_str("# TYPE inferdb_http_request_duration_seconds_total counter\n");
+    for ((handler, code), (_, secs)) in &requests {
+        let _ = writeln!(
+            out,
+            "inferdb_http_request_duration_seconds_total{{code=\"{code}\",handler=\"{}\"}} {}",
+            escape_label_value(handler),
+            json::format_float(*secs)
+        );
+    }
+    let start = state
+        .start_time()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0);
+    out.push_str("# HELP process_start_time_seconds Start time of the process since unix epoch in seconds.\n");
+    out.push_str("# TYPE process_start_time_seconds gauge\n");
+    let _ = writeln!(
+        out,
+        "process_start_time_seconds {}",
+        json::format_float(start)
+    );
+    out.push_str(&state.scrape().self_metrics());
+    let mut r = (StatusCode::OK, out).into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    r
+}

@@ -1,0 +1,70 @@
+//! `/api/v1/query`: instant queries.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::extract::State;
+use axum::response::Response;
+
+use super::error::ApiError;
+use super::params::Params;
+use super::router::{success, ApiState};
+use super::QueryOptions;
+
+/// Milliseconds since the Unix epoch, now.
+pub(crate) fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// Query options from the server limits and the request's `timeout` and `lookback_delta`.
+pub(crate) fn query_options(state: &ApiState, params: &Params) -> Result<QueryOptions, ApiError> {
+    let cfg = state.config();
+    let mut timeout = cfg.query_timeout;
+    if let Some(ms) = params.duration_opt("timeout")? {
+        if ms > 0 {
+            timeout = timeout.min(Duration::from_millis(ms as u64));
+        }
+    }
+    let lookback = match params.duration_opt("lookback_delta")? {
+        Some(ms) if ms > 0 => ms,
+        _ => cfg.lookback_delta_ms,
+    };
+    let mut opts = QueryOptions::with_timeout(timeout);
+    opts.max_samples = cfg.max_samples;
+    opts.lookback_delta_ms = Some(lookback);
+    Ok(opts)
+}
+
+/// The query parameter, parsed to check it (parse errors are `bad_data`).
+pub(crate) fn checked_query(
+    state: &ApiState,
+    params: &Params,
+) -> Result<(String, super::ExprType), ApiError> {
+    let q = params.get("query").unwrap_or("").to_string();
+    let typ = state
+        .backend()
+        .check_query(&q)
+        .map_err(|e| ApiError::invalid_param("query", e))?;
+    Ok((q, typ))
+}
+
+/// Handles GET and POST `/api/v1/query`.
+pub(crate) async fn handle(
+    State(state): State<ApiState>,
+    params: Params,
+) -> Result<Response, ApiError> {
+    let limit = params.limit()?;
+    let t = params.time_or("time", now_ms())?;
+    let opts = query_options(&state, &params)?;
+    let (query, _) = checked_query(&state, &params)?;
+    let (timeout, cancel) = (opts.timeout, opts.cancel.clone());
+    let mut out = state
+        .run_blocking(timeout, cancel, move |b| b.instant_query(&query, t, &opts))
+        .await?;
+    if out.value.truncate(limit) {
+        out.warnings.push("results truncated due to limit".into());
+    }
+    Ok(success(&out.value.to_json(), &out.warnings, &out.infos))
+}

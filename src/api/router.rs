@@ -1,0 +1,319 @@
+//! The axum router, shared state and server loop.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tower_http::compression::CompressionLayer;
+
+use super::error::ApiError;
+use super::params::{MaxBodyBytes, DEFAULT_MAX_BODY_BYTES};
+use super::{json, ApiBackend, ScrapeStatus};
+
+/// Server-wide settings of the API.
+#[derive(Debug, Clone)]
+pub struct ApiConfig {
+    /// Where to listen (`--web.listen-address`, default `127.0.0.1:9090`).
+    pub listen: SocketAddr,
+    /// The longest a query may run (`--query.timeout`, default 2m); a request's `timeout`
+    /// parameter can only shorten it.
+    pub query_timeout: Duration,
+    /// The most samples one query may load (`--query.max-samples`, default 50,000,000).
+    pub max_samples: usize,
+    /// Lookback delta for instant selectors, ms (`--query.lookback-delta`, default 5m).
+    pub lookback_delta_ms: i64,
+    /// Queries evaluated at once (`--query.max-concurrency`, default 20); more wait in line.
+    pub max_concurrency: usize,
+    /// The largest request body accepted, bytes.
+    pub max_body_bytes: usize,
+    /// Whether `POST /-/reload` is allowed (`--web.enable-lifecycle`).
+    pub enable_lifecycle: bool,
+    /// The command-line flags, for `/api/v1/status/flags`.
+    pub flags: BTreeMap<String, String>,
+    /// Retention as text (e.g. `15d`), for `/api/v1/status/runtimeinfo`.
+    pub storage_retention: String,
+    /// The loaded configuration file as YAML, for `/api/v1/status/config`.
+    pub config_yaml: String,
+}
+
+impl Default for ApiConfig {
+    fn default() -> Self {
+        ApiConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 9090)),
+            query_timeout: Duration::from_secs(120),
+            max_samples: 50_000_000,
+            lookback_delta_ms: 5 * 60_000,
+            max_concurrency: 20,
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            enable_lifecycle: false,
+            flags: BTreeMap::new(),
+            storage_retention: "15d".into(),
+            config_yaml: String::new(),
+        }
+    }
+}
+
+/// Request counters for inferdb's own `/metrics`.
+#[derive(Debug, Default)]
+pub(crate) struct HttpMetrics {
+    /// (handler, code) -> (count, seconds)
+    pub requests: Mutex<BTreeMap<(String, u16), (u64, f64)>>,
+}
+
+struct Inner {
+    backend: Arc<dyn ApiBackend>,
+    scrape: Arc<dyn ScrapeStatus>,
+    config: ApiConfig,
+    query_slots: Arc<Semaphore>,
+    metrics: HttpMetrics,
+    start_time: SystemTime,
+    ready: AtomicBool,
+}
+
+/// The state shared by every handler (cheap to clone).
+#[derive(Clone)]
+pub struct ApiState {
+    inner: Arc<Inner>,
+}
+
+impl ApiState {
+    /// State over a backend and a scraper view.
+    pub fn new(
+        backend: Arc<dyn ApiBackend>,
+        scrape: Arc<dyn ScrapeStatus>,
+        config: ApiConfig,
+    ) -> Self {
+        let slots = config.max_concurrency.max(1);
+        ApiState {
+            inner: Arc::new(Inner {
+                backend,
+                scrape,
+                query_slots: Arc::new(Semaphore::new(slots)),
+                config,
+                metrics: HttpMetrics::default(),
+                start_time: SystemTime::now(),
+                ready: AtomicBool::new(true),
+            }),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ApiConfig {
+        &self.inner.config
+    }
+
+    pub(crate) fn backend(&self) -> &Arc<dyn ApiBackend> {
+        &self.inner.backend
+    }
+
+    pub(crate) fn scrape(&self) -> &Arc<dyn ScrapeStatus> {
+        &self.inner.scrape
+    }
+
+    pub(crate) fn metrics(&self) -> &HttpMetrics {
+        &self.inner.metrics
+    }
+
+    pub(crate) fn start_time(&self) -> SystemTime {
+        self.inner.start_time
+    }
+
+    /// Marks the server ready or not (`/-/ready`); e.g. not ready while replaying the WAL.
+    pub fn set_ready(&self, ready: bool) {
+        self.inner.ready.store(ready, Ordering::Relaxed);
+    }
+
+    pub(crate) fn is_ready(&self) -> bool {
+        self.inner.ready.load(Ordering::Relaxed) && self.inner.backend.ready()
+    }
+
+    /// Runs `f` on the blocking pool once a query slot is free (waiting in line otherwise),
+    /// within `timeout` counted from now, including the wait. On timeout `cancel` is set so an
+    /// engine that polls it stops; the slot stays taken until the work really ends. If the
+    /// client goes away (this future is dropped), `cancel` is set too.
+    pub(crate) async fn run_blocking<T, F>(
+        &self,
+        timeout: Duration,
+        cancel: Arc<AtomicBool>,
+        f: F,
+    ) -> Result<T, ApiError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&dyn ApiBackend) -> Result<T, ApiError> + Send + 'static,
+    {
+        struct CancelOnDrop(Arc<AtomicBool>, bool);
+        impl Drop for CancelOnDrop {
+            fn drop(&mut self) {
+                if self.1 {
+                    self.0.store(true, Ordering::Relaxed);
+                }
+            }
+        }
+        let mut guard = CancelOnDrop(cancel.clone(), true);
+        let slots = self.inner.query_slots.clone();
+        let backend = self.inner.backend.clone();
+        let work = async move {
+            let permit = slots
+                .acquire_owned()
+                .await
+                .map_err(|_| ApiError::internal("query queue closed"))?;
+            let handle = tokio::task::spawn_blocking(move || {
+                let r = f(&*backend);
+                drop(permit);
+                r
+            });
+            handle
+                .await
+                .map_err(|e| ApiError::internal(format!("query failed: {e}")))?
+        };
+        let r = match tokio::time::timeout(timeout, work).await {
+            Ok(r) => r,
+            Err(_) => {
+                cancel.store(true, Ordering::Relaxed);
+                Err(ApiError::timeout())
+            }
+        };
+        guard.1 = false;
+        r
+    }
+}
+
+/// A JSON success response around already-encoded `data`.
+pub(crate) fn success(data: &str, warnings: &[String], infos: &[String]) -> Response {
+    json_response(
+        StatusCode::OK,
+        json::success_envelope(data, warnings, infos),
+    )
+}
+
+/// A response with `Content-Type: application/json`.
+pub(crate) fn json_response(status: StatusCode, body: String) -> Response {
+    let mut r = (status, body).into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+async fn track(State(state): State<ApiState>, mut req: Request, next: Next) -> Response {
+    let handler = handler_name(req.uri().path());
+    req.extensions_mut()
+        .insert(MaxBodyBytes(state.config().max_body_bytes));
+    let start = Instant::now();
+    let resp = next.run(req).await;
+    let secs = start.elapsed().as_secs_f64();
+    if let Ok(mut m) = state.metrics().requests.lock() {
+        let e = m
+            .entry((handler, resp.status().as_u16()))
+            .or_insert((0, 0.0));
+        e.0 += 1;
+        e.1 += secs;
+    }
+    resp
+}
+
+/// A bounded-cardinality name for the request's endpoint.
+fn handler_name(path: &str) -> String {
+    const KNOWN: &[&str] = &[
+        "/api/v1/query",
+        "/api/v1/query_range",
+        "/api/v1/query_exemplars",
+        "/api/v1/format_query",
+        "/api/v1/series",
+        "/api/v1/labels",
+        "/api/v1/metadata",
+        "/api/v1/targets",
+        "/api/v1/rules",
+        "/api/v1/alerts",
+        "/api/v1/alertmanagers",
+        "/api/v1/status/buildinfo",
+        "/api/v1/status/runtimeinfo",
+        "/api/v1/status/flags",
+        "/api/v1/status/config",
+        "/api/v1/status/tsdb",
+        "/api/v1/status/walreplay",
+        "/-/healthy",
+        "/-/ready",
+        "/-/reload",
+        "/metrics",
+    ];
+    if path.starts_with("/api/v1/label/") && path.ends_with("/values") {
+        return "/api/v1/label/:name/values".to_string();
+    }
+    KNOWN
+        .iter()
+        .find(|k| **k == path)
+        .map(|k| k.to_string())
+        .unwrap_or_else(|| "other".to_string())
+}
+
+async fn not_found() -> Response {
+    (StatusCode::NOT_FOUND, "404 page not found\n").into_response()
+}
+
+/// Builds the router with every endpoint, gzip/deflate compression when the client asks,
+/// and request accounting.
+pub fn router(state: ApiState) -> Router {
+    use super::{labels, metadata, misc, query, query_range, series, status, targets};
+    let api = Router::new()
+        .route("/query", get(query::handle).post(query::handle))
+        .route(
+            "/query_range",
+            get(query_range::handle).post(query_range::handle),
+        )
+        .route(
+            "/query_exemplars",
+            get(misc::query_exemplars).post(misc::query_exemplars),
+        )
+        .route(
+            "/format_query",
+            get(misc::format_query).post(misc::format_query),
+        )
+        .route("/series", get(series::handle).post(series::handle))
+        .route("/labels", get(labels::names).post(labels::names))
+        .route("/label/{name}/values", get(labels::values))
+        .route("/metadata", get(metadata::handle))
+        .route("/targets", get(targets::handle))
+        .route("/rules", get(misc::rules))
+        .route("/alerts", get(misc::alerts))
+        .route("/alertmanagers", get(misc::alertmanagers))
+        .route("/status/buildinfo", get(status::buildinfo))
+        .route("/status/runtimeinfo", get(status::runtimeinfo))
+        .route("/status/flags", get(status::flags))
+        .route("/status/config", get(status::config))
+        .route("/status/tsdb", get(status::tsdb))
+        .route("/status/walreplay", get(status::walreplay));
+    Router::new()
+        .nest("/api/v1", api)
+        .route("/-/healthy", get(misc::healthy).head(misc::healthy))
+        .route("/-/ready", get(misc::ready).head(misc::ready))
+        .route("/-/reload", post(misc::reload).put(misc::reload))
+        .route("/metrics", get(misc::metrics))
+        .fallback(not_found)
+        .layer(middleware::from_fn_with_state(state.clone(), track))
+        .layer(CompressionLayer::new())
+        .with_state(state)
+}
+
+/// Serves the API on `listener` until `shutdown` completes.
+pub async fn serve(
+    listener: TcpListener,
+    state: ApiState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown)
+        .await
+}

@@ -1,0 +1,1 @@
+//! The command line: `inferdb serve`, `inferdb query`, `inferdb simulate`, `inferdb tsdb`.
