@@ -606,3 +606,137 @@ pub(crate) fn merge_same_labelsets(m: Matrix) -> EvalResult<Matrix> {
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::ast::*;
+    use crate::storage::MemStorage;
+    use crate::{Engine, EngineOptions, QueryError, Value};
+    use inferdb_storage::{stale_nan, Labels, Matcher};
+
+    fn sel(name: &str) -> VectorSelector {
+        VectorSelector {
+            name: Some(name.into()),
+            matchers: vec![Matcher::equal("__name__", name)],
+            offset: None,
+            at: None,
+        }
+    }
+
+    fn vs(name: &str) -> Expr {
+        Expr::new(ExprKind::VectorSelector(sel(name)))
+    }
+
+    fn ms(name: &str, range_ms: i64) -> Expr {
+        Expr::new(ExprKind::MatrixSelector(MatrixSelector {
+            selector: sel(name),
+            range: Duration::Millis(range_ms),
+        }))
+    }
+
+    fn call(f: &str, args: Vec<Expr>) -> Expr {
+        Expr::new(ExprKind::Call(Call {
+            func: f.into(),
+            args,
+        }))
+    }
+
+    fn store() -> MemStorage {
+        let mut s = MemStorage::new();
+        for (job, mult) in [("a", 1.0), ("b", 2.0)] {
+            let l = Labels::from_pairs([("__name__", "x_total"), ("job", job)]);
+            for i in 0..=10 {
+                s.add(&l, i * 60_000, i as f64 * 60.0 * mult);
+            }
+        }
+        let g = Labels::from_pairs([("__name__", "g"), ("job", "a")]);
+        s.add(&g, 0, 1.0);
+        s.add(&g, 60_000, stale_nan());
+        s
+    }
+
+    fn vector(v: Value) -> Vec<(Labels, f64)> {
+        match v {
+            Value::Vector(v) => v.into_iter().map(|s| (s.metric, s.f)).collect(),
+            other => panic!("expected vector, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn selector_lookback_and_staleness() {
+        let e = Engine::new(EngineOptions::default());
+        let s = store();
+        let r = vector(e.instant_expr(&s, &vs("x_total"), 90_000).unwrap().value);
+        assert_eq!(r.len(), 2);
+        assert_eq!(r[0].1, 60.0);
+        // 5 minutes after the last sample, left-open: nothing.
+        let r = vector(e.instant_expr(&s, &vs("x_total"), 900_000).unwrap().value);
+        assert!(r.is_empty());
+        let r = vector(e.instant_expr(&s, &vs("x_total"), 899_999).unwrap().value);
+        assert_eq!(r.len(), 2);
+        // The staleness marker ends the gauge.
+        assert_eq!(vector(e.instant_expr(&s, &vs("g"), 30_000).unwrap().value).len(), 1);
+        assert!(vector(e.instant_expr(&s, &vs("g"), 90_000).unwrap().value).is_empty());
+    }
+
+    #[test]
+    fn rate_and_sum() {
+        let e = Engine::new(EngineOptions::default());
+        let s = store();
+        let rate = call("rate", vec![ms("x_total", 300_000)]);
+        let sum = Expr::new(ExprKind::Aggregate(AggregateExpr {
+            op: AggregateOp::Sum,
+            expr: Box::new(rate.clone()),
+            param: None,
+            grouping: vec![],
+            without: false,
+        }));
+        let r = vector(e.instant_expr(&s, &rate, 600_000).unwrap().value);
+        assert_eq!(r[0].0, Labels::from_pairs([("job", "a")]));
+        assert!((r[0].1 - 1.0).abs() < 1e-12);
+        let r = vector(e.instant_expr(&s, &sum, 600_000).unwrap().value);
+        assert!((r[0].1 - 3.0).abs() < 1e-12);
+        let m = e.range_expr(&s, &sum, 300_000, 600_000, 60_000).unwrap();
+        match m.value {
+            Value::Matrix(m) => assert_eq!(m[0].floats.len(), 6),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn duplicate_labelsets_fail() {
+        let e = Engine::new(EngineOptions::default());
+        let mut s = store();
+        let l = Labels::from_pairs([("__name__", "y_total"), ("job", "a")]);
+        s.add(&l, 0, 1.0);
+        let any = Expr::new(ExprKind::VectorSelector(VectorSelector {
+            name: None,
+            matchers: vec![
+                Matcher::new(inferdb_storage::MatchOp::RegexMatch, "__name__", "x_total|y_total")
+                    .unwrap(),
+                Matcher::equal("job", "a"),
+            ],
+            offset: None,
+            at: None,
+        }));
+        let neg = Expr::new(ExprKind::Unary(UnaryOp::Neg, Box::new(any)));
+        let err = e.instant_expr(&s, &neg, 0).unwrap_err();
+        assert!(matches!(err, QueryError::Eval(ref m) if m == "vector cannot contain metrics with the same labelset"));
+    }
+
+    #[test]
+    fn sample_limit() {
+        let opts = EngineOptions {
+            max_samples: 3,
+            ..Default::default()
+        };
+        let e = Engine::new(opts);
+        let err = e
+            .instant_expr(&store(), &ms("x_total", 600_000), 600_000)
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "query processing would load too many samples into memory in query execution"
+        );
+    }
+}
