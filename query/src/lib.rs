@@ -5,6 +5,8 @@
 
 pub mod ast;
 pub mod functions_meta;
+pub mod parser;
+pub mod printer;
 pub mod engine;
 pub mod eval;
 pub mod storage;
@@ -12,3 +14,4 @@ pub mod value;
 
 pub use engine::{Engine, EngineOptions, QueryError, QueryResult};
 pub use value::Value;
+pub use parser::parse;

@@ -1,0 +1,140 @@
+//! The PromQL parser: query text to [`crate::ast::Expr`], with Prometheus 3's grammar, type
+//! checks and error messages.
+//!
+//! ```
+//! use inferdb_query::parser::parse;
+//! let e = parse("sum by (job) (rate(http_requests_total[5m]))").unwrap();
+//! assert_eq!(e.to_string(), "sum by (job) (rate(http_requests_total[5m]))");
+//! let err = parse("sum(").unwrap_err();
+//! assert_eq!(err.to_string(), "1:5: parse error: unclosed left parenthesis");
+//! ```
+//!
+//! Everything Prometheus' experimental parser options enable for the core test suite is
+//! accepted: experimental functions and aggregators (`limitk`, `limit_ratio`, …) and
+//! duration expressions (`[5m * 2]`, `offset step()`, `min_of(…)`). Binop fill modifiers and
+//! the `anchored`/`smoothed` modifiers are rejected as Prometheus does by default.
+//!
+//! Strings are Rust strings; a Go escape that makes invalid UTF-8 (`"\xff"`) is kept
+//! losslessly: each byte of an invalid sequence becomes the character [`byte_char`]`(b)`
+//! (private-use plane 16), which [`raw_byte`] and [`go_bytes`] turn back into the byte and
+//! [`is_valid_utf8`] reports as invalid, so the evaluator can reject such label names as
+//! Prometheus does and print them with [`go_quote`].
+
+mod check;
+mod expr;
+mod lexer;
+mod literals;
+
+use inferdb_storage::Matcher;
+
+use crate::ast::Expr;
+
+/// A parse error: where and what, as Prometheus reports it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{line}:{column}: parse error: {message}")]
+pub struct ParseError {
+    /// Line of the error, 1-based.
+    pub line: usize,
+    /// Column of the error in bytes from the start of the line, 1-based.
+    pub column: usize,
+    /// Byte offset of the error in the input.
+    pub position: usize,
+    /// What went wrong, in Prometheus' words.
+    pub message: String,
+}
+
+impl ParseError {
+    /// An error at byte `position` of `input`.
+    pub(crate) fn at(input: &str, position: usize, message: impl Into<String>) -> Self {
+        let position = position.min(input.len());
+        let before = input.get(..position).unwrap_or(input);
+        let line = 1 + before.matches('\n').count();
+        let column = match before.rfind('\n') {
+            Some(nl) => position - nl,
+            None => position + 1,
+        };
+        ParseError {
+            line,
+            column,
+            position,
+            message: message.into(),
+        }
+    }
+}
+
+/// Parses a PromQL expression and type-checks it.
+pub fn parse(input: &str) -> Result<Expr, ParseError> {
+    expr::Parser::new(input).parse_expression()
+}
+
+/// Parses a series selector (`up{job="x"}` or `{job="x"}`) as the HTTP API's `match[]`
+/// takes it, returning its matchers (the metric name last, as `__name__="…"`). Like
+/// Prometheus' `ParseMetricSelector`, it does not demand a non-empty matcher.
+pub fn parse_matchers(input: &str) -> Result<Vec<Matcher>, ParseError> {
+    expr::Parser::new(input).parse_metric_selector()
+}
+
+/// Parses a duration as the HTTP API takes it (`step`, `timeout`, `lookback_delta`): a
+/// number of seconds (`15`, `0.5`) or a Prometheus duration (`1m30s`, `500ms`). Returns
+/// milliseconds. The message is Prometheus' (`cannot parse "x" to a valid duration`).
+pub fn parse_duration(input: &str) -> Result<i64, ParseError> {
+    let err = |m: String| ParseError::at(input, 0, m);
+    if let Ok(secs) = input.parse::<f64>() {
+        let ns = secs * 1e9;
+        if ns.is_nan() || ns > i64::MAX as f64 || ns < i64::MIN as f64 {
+            return Err(err(format!(
+                "cannot parse {} to a valid duration. It overflows int64",
+                go_quote(input)
+            )));
+        }
+        return Ok((ns as i64) / 1_000_000);
+    }
+    literals::parse_duration_ms(input).map_err(|_| {
+        err(format!(
+            "cannot parse {} to a valid duration",
+            go_quote(input)
+        ))
+    })
+}
+
+const BYTE_CHAR_BASE: u32 = 0x10_FF00;
+
+/// The character standing for byte `b` (0x80..=0xFF) of a string that is not valid UTF-8.
+pub fn byte_char(b: u8) -> char {
+    char::from_u32(BYTE_CHAR_BASE + u32::from(b)).unwrap_or(char::REPLACEMENT_CHARACTER)
+}
+
+/// The raw byte `c` stands for, if it is one of [`byte_char`]'s characters.
+pub fn raw_byte(c: char) -> Option<u8> {
+    let u = c as u32;
+    if (BYTE_CHAR_BASE + 0x80..=BYTE_CHAR_BASE + 0xFF).contains(&u) {
+        Some((u - BYTE_CHAR_BASE) as u8)
+    } else {
+        None
+    }
+}
+
+/// The bytes of a parsed string as Go holds them (raw bytes restored).
+pub fn go_bytes(s: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(s.len());
+    for c in s.chars() {
+        match raw_byte(c) {
+            Some(b) => out.push(b),
+            None => {
+                let mut buf = [0u8; 4];
+                out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+            }
+        }
+    }
+    out
+}
+
+/// Whether the string, as Go holds it, is valid UTF-8 (no raw bytes).
+pub fn is_valid_utf8(s: &str) -> bool {
+    !s.chars().any(|c| raw_byte(c).is_some())
+}
+
+/// Go's `%q` of a string (raw bytes as `\xNN`), as Prometheus' messages quote values.
+pub fn go_quote(s: &str) -> String {
+    lexer::go_quote(s)
+}
