@@ -25,7 +25,7 @@ mod lex;
 use std::borrow::Cow;
 use std::fmt;
 
-pub use lex::format_go_float;
+pub use lex::{format_go_float, parse_value};
 
 /// Which text format a page is in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
