@@ -1,0 +1,394 @@
+//! Scrape loops against local HTTP servers: the simulator, a garbage target, a timeout
+//! target, a refused port, an oversized page, a page whose series vanish.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use inferdb::scrape::config::{Config, ScrapeConfig};
+use inferdb::scrape::exposition::{self, Entry, Format};
+use inferdb::scrape::target::{discover, Auth, ScrapeLoop, ScrapeOptions, ACCEPT_HEADER};
+use inferdb::scrape::{MemorySink, SampleSink, ScrapeManager};
+use inferdb::sim::{SimOptions, Simulator};
+use inferdb_storage::{is_stale_nan, Labels};
+use parking_lot::Mutex;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+/// A tiny HTTP server answering every request with `respond(request_head)`.
+async fn serve(
+    respond: impl Fn(&str) -> Option<(String, Vec<u8>)> + Send + Sync + 'static,
+) -> std::net::SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let respond = Arc::new(respond);
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut s, _)) = l.accept().await else {
+                return;
+            };
+            let respond = respond.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 8192];
+                let mut n = 0;
+                loop {
+                    match s.read(&mut buf[n..]).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(k) => n += k,
+                    }
+                    if buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
+                        break;
+                    }
+                }
+                let head = String::from_utf8_lossy(&buf[..n]).into_owned();
+                match respond(&head) {
+                    Some((ct, body)) => {
+                        let h = format!(
+                            "HTTP/1.1 200 OK\r\ncontent-type: {ct}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                            body.len()
+                        );
+                        let _ = s.write_all(h.as_bytes()).await;
+                        let _ = s.write_all(&body).await;
+                    }
+                    None => {
+                        // hang: never answer
+                        tokio::time::sleep(Duration::from_secs(3600)).await;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+fn config(yaml: &str) -> Config {
+    Config::parse(yaml).unwrap()
+}
+
+fn make_loop(cfg: &Config, sink: Arc<dyn SampleSink>) -> Vec<ScrapeLoop> {
+    let mut v = vec![];
+    for sc in &cfg.scrape_configs {
+        let (targets, errs) = discover(cfg, sc);
+        assert!(errs.is_empty(), "{errs:?}");
+        let client = inferdb::scrape::target::build_client(sc).unwrap();
+        for t in targets {
+            v.push(ScrapeLoop::new(
+                t,
+                ScrapeOptions::from_config(cfg, sc),
+                client.clone(),
+                Auth::from_config(sc).unwrap(),
+                sink.clone(),
+            ));
+        }
+    }
+    v
+}
+
+fn page_values(page: &str) -> Vec<(String, Vec<(String, String)>, f64)> {
+    exposition::parse(page, Format::PromText)
+        .filter_map(|e| match e.unwrap() {
+            Entry::Sample(s) => Some((
+                s.name.to_string(),
+                s.labels
+                    .iter()
+                    .map(|(a, b)| (a.into_owned(), b.into_owned()))
+                    .collect(),
+                s.value,
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+fn up(sink: &MemorySink, instance: &str) -> Vec<(i64, f64)> {
+    sink.find(&[("__name__", "up"), ("instance", instance)])
+        .into_iter()
+        .next()
+        .map(|(_, s)| s)
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn good_and_bad_targets() {
+    let sim = Simulator::start(
+        "127.0.0.1",
+        0,
+        SimOptions {
+            servers: 3,
+            gzip: true,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let garbage = serve(|_| {
+        Some((
+            "text/plain".into(),
+            b"\x00\x01 this is { not a metrics page\n".to_vec(),
+        ))
+    })
+    .await;
+    let hang = serve(|_| None).await;
+    let big = serve(|_| {
+        let line = "big_metric{a=\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"} 1\n";
+        Some(("text/plain".into(), line.repeat(50 * 1024 * 1024 / line.len()).into_bytes()))
+    })
+    .await;
+    // a port that refuses: bind, note the port, close
+    let refused = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let sims: Vec<String> = sim.addrs().iter().map(|a| format!("'{a}'")).collect();
+    let yaml = format!(
+        "global: {{scrape_interval: 2s}}\nscrape_configs:\n  - job_name: vllm\n    static_configs: [{{targets: [{}]}}]\n  - job_name: bad\n    scrape_timeout: 500ms\n    static_configs: [{{targets: ['{garbage}', '{hang}', '{refused}', '{big}']}}]\n",
+        sims.join(", ")
+    );
+    let cfg = config(&yaml);
+    let sink = Arc::new(MemorySink::new());
+    let mut loops = make_loop(&cfg, sink.clone());
+    assert_eq!(loops.len(), 7);
+    let t = 1_900_000_000_000i64;
+    let mut reports = vec![];
+    for lp in &mut loops {
+        reports.push((lp.target().clone(), lp.scrape_once(t).await));
+    }
+    for (target, r) in &reports {
+        let inst = target.labels.get("instance").unwrap().to_string();
+        if target.job == "vllm" {
+            assert!(r.up, "{inst}: {:?}", r.error);
+            assert!(r.samples_scraped > 500);
+            assert_eq!(r.samples_scraped, r.samples_post_relabel);
+            assert_eq!(r.series_added, r.samples_scraped);
+            assert_eq!(up(&sink, &inst), vec![(t, 1.0)]);
+        } else {
+            assert!(!r.up, "{inst} should be down");
+            assert_eq!(up(&sink, &inst), vec![(t, 0.0)]);
+            let err = r.error.clone().unwrap();
+            if inst == garbage.to_string() {
+                assert!(err.contains("line 1"), "{err}");
+            } else if inst == hang.to_string() {
+                assert!(err.contains("timed out"), "{err}");
+            } else if inst == big.to_string() {
+                assert!(err.contains("body size limit"), "{err}");
+            } else {
+                assert_eq!(inst, refused.to_string());
+                assert!(err.to_lowercase().contains("connect"), "{err}");
+            }
+            // synthetic series are there for a failed target too
+            let d = sink.find(&[("__name__", "scrape_samples_scraped"), ("instance", &inst)]);
+            assert_eq!(d[0].1, vec![(t, 0.0)]);
+        }
+    }
+    // the good targets' values arrived exactly as served
+    for (i, lp) in loops.iter().take(3).enumerate() {
+        let inst = lp.target().labels.get("instance").unwrap().to_string();
+        let page = sim.server(i).unwrap().last_page().unwrap();
+        let vals = page_values(&page.body);
+        for (name, labels, v) in &vals {
+            let mut l: Vec<(String, String)> = labels.clone();
+            l.push(("__name__".into(), name.clone()));
+            l.push(("job".into(), "vllm".into()));
+            l.push(("instance".into(), inst.clone()));
+            let got = sink.get(&Labels::from_pairs(l));
+            assert_eq!(got.len(), 1, "{name} {labels:?}");
+            assert_eq!(got[0].0, t);
+            assert_eq!(got[0].1.to_bits(), v.to_bits(), "{name} {labels:?}");
+        }
+        let state = lp.state();
+        assert_eq!(state.lock().health.as_str(), "up");
+        assert!(!state.lock().metadata.is_empty());
+        assert_eq!(
+            state.lock().metadata["vllm:num_requests_running"].kind,
+            "gauge"
+        );
+    }
+    // a second round: counters keep going, no staleness for the good targets
+    let t2 = t + 2000;
+    for lp in &mut loops {
+        let r = lp.scrape_once(t2).await;
+        if lp.target().job == "vllm" {
+            assert!(r.up);
+            assert_eq!(r.stale_markers, 0);
+            assert_eq!(r.series_added, 0);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn staleness_when_a_series_vanishes_and_when_target_goes_down() {
+    let page = Arc::new(Mutex::new(String::from("a 1\nb{x=\"1\"} 2\n")));
+    let p2 = page.clone();
+    let addr = serve(move |head| {
+        assert!(head.contains(ACCEPT_HEADER), "{head}");
+        let p = p2.lock().clone();
+        if p == "DOWN" {
+            return Some(("text/plain".into(), b"}}}\n".to_vec()));
+        }
+        Some(("text/plain; version=0.0.4".into(), p.into_bytes()))
+    })
+    .await;
+    let cfg = config(&format!(
+        "scrape_configs: [{{job_name: j, scrape_interval: 1s, static_configs: [{{targets: ['{addr}']}}]}}]"
+    ));
+    let sink = Arc::new(MemorySink::new());
+    let mut lp = make_loop(&cfg, sink.clone()).remove(0);
+    let r = lp.scrape_once(1000).await;
+    assert!(r.up);
+    *page.lock() = "a 3\n".into();
+    let r = lp.scrape_once(2000).await;
+    assert!(r.up);
+    assert_eq!(r.stale_markers, 1);
+    let b = sink.find(&[("__name__", "b")]);
+    assert_eq!(b[0].1.len(), 2);
+    assert_eq!(b[0].1[0], (1000, 2.0));
+    assert_eq!(b[0].1[1].0, 2000);
+    assert!(is_stale_nan(b[0].1[1].1));
+    // the series comes back: an ordinary sample, counted as added
+    *page.lock() = "a 4\nb{x=\"1\"} 5\n".into();
+    let r = lp.scrape_once(3000).await;
+    assert_eq!(r.series_added, 1);
+    // the target goes down: every series ends
+    *page.lock() = "DOWN".into();
+    let r = lp.scrape_once(4000).await;
+    assert!(!r.up);
+    assert_eq!(r.stale_markers, 2);
+    let a = sink.find(&[("__name__", "a")]);
+    let last = *a[0].1.last().unwrap();
+    assert_eq!(last.0, 4000);
+    assert!(is_stale_nan(last.1));
+    assert_eq!(up(&sink, &addr.to_string()).last().unwrap(), &(4000, 0.0));
+    // still down: no second marker
+    let r = lp.scrape_once(5000).await;
+    assert_eq!(r.stale_markers, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn labels_limits_relabel_and_timestamps() {
+    let addr = serve(|_| {
+        Some((
+            "application/openmetrics-text; version=1.0.0; charset=utf-8".into(),
+            b"# TYPE m gauge\nm{job=\"page\",instance=\"p\",k=\"v\"} 1 100.5\ndropme 2\n# EOF\n"
+                .to_vec(),
+        ))
+    })
+    .await;
+    let base = format!("static_configs: [{{targets: ['{addr}'], labels: {{team: infra}}}}]");
+    for (extra, check) in [
+        ("honor_labels: false", 0),
+        ("honor_labels: true", 1),
+        ("honor_timestamps: false", 2),
+        ("sample_limit: 1", 3),
+        (
+            "metric_relabel_configs: [{source_labels: [__name__], regex: dropme, action: drop}]",
+            4,
+        ),
+    ] {
+        let cfg = config(&format!(
+            "scrape_configs: [{{job_name: j, {extra}, {base}}}]"
+        ));
+        let sink = Arc::new(MemorySink::new());
+        let mut lp = make_loop(&cfg, sink.clone()).remove(0);
+        let r = lp.scrape_once(5000).await;
+        let m = sink.find(&[("__name__", "m")]);
+        match check {
+            0 => {
+                assert!(r.up);
+                let l = &m[0].0;
+                assert_eq!(l.get("job"), Some("j"));
+                assert_eq!(l.get("exported_job"), Some("page"));
+                assert_eq!(l.get("exported_instance"), Some("p"));
+                assert_eq!(l.get("team"), Some("infra"));
+                assert_eq!(m[0].1, vec![(100_500, 1.0)]);
+            }
+            1 => {
+                let l = &m[0].0;
+                assert_eq!(l.get("job"), Some("page"));
+                assert_eq!(l.get("instance"), Some("p"));
+                assert_eq!(l.get("exported_job"), None);
+            }
+            2 => assert_eq!(m[0].1, vec![(5000, 1.0)]),
+            3 => {
+                assert!(!r.up);
+                assert!(r.error.unwrap().contains("sample limit"));
+                assert!(m.is_empty());
+            }
+            _ => {
+                assert!(r.up);
+                assert_eq!(r.samples_scraped, 2);
+                assert_eq!(r.samples_post_relabel, 1);
+                assert!(sink.find(&[("__name__", "dropme")]).is_empty());
+                let post = sink.find(&[("__name__", "scrape_samples_post_metric_relabeling")]);
+                assert_eq!(post[0].1, vec![(5000, 1.0)]);
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn manager_runs_loops_and_survives_bad_targets() {
+    let sim = Simulator::start("127.0.0.1", 0, SimOptions::default())
+        .await
+        .unwrap();
+    let refused = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let cfg = config(&format!(
+        "scrape_configs: [{{job_name: v, scrape_interval: 100ms, static_configs: [{{targets: ['{}', '{refused}']}}]}}]",
+        sim.addrs()[0]
+    ));
+    let sink = Arc::new(MemorySink::new());
+    let mgr = ScrapeManager::new(sink.clone());
+    assert_eq!(mgr.apply_config(&cfg), 2);
+    // wait (bounded) until both targets were scraped a few times
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let ok = up(&sink, &sim.addrs()[0].to_string()).len() >= 3
+            && up(&sink, &refused.to_string()).len() >= 3;
+        if ok || std::time::Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let good = up(&sink, &sim.addrs()[0].to_string());
+    assert!(good.len() >= 3 && good.iter().all(|s| s.1 == 1.0), "{good:?}");
+    let bad = up(&sink, &refused.to_string());
+    assert!(bad.len() >= 3 && bad.iter().all(|s| s.1 == 0.0), "{bad:?}");
+    let targets = mgr.targets();
+    assert_eq!(targets.len(), 2);
+    let down = targets
+        .iter()
+        .find(|t| t.state.health.as_str() == "down")
+        .unwrap();
+    assert!(down.state.last_error.is_some());
+    assert!(mgr.metadata().contains_key("vllm:kv_cache_usage_perc"));
+    // reload without the good target: its series get staleness markers
+    let cfg2 = config(&format!(
+        "scrape_configs: [{{job_name: v, scrape_interval: 100ms, static_configs: [{{targets: ['{refused}']}}]}}]"
+    ));
+    assert_eq!(mgr.apply_config(&cfg2), 1);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let s = sink.find(&[("__name__", "vllm:num_requests_running")]);
+        if s.first().is_some_and(|(_, v)| v.last().is_some_and(|x| is_stale_nan(x.1)))
+            || std::time::Instant::now() > deadline
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let s = sink.find(&[("__name__", "vllm:num_requests_running")]);
+    assert!(is_stale_nan(s[0].1.last().unwrap().1));
+    mgr.stop().await;
+}
+
+#[test]
+fn quick_start_urls() {
+    let c = ScrapeConfig::from_urls("vllm", &["http://localhost:8000/metrics".into()]).unwrap();
+    let mut cfg = Config::parse("{}").unwrap();
+    cfg.scrape_configs = c;
+    let (t, _) = discover(&cfg, &cfg.scrape_configs[0]);
+    assert_eq!(t[0].url, "http://localhost:8000/metrics");
+    assert_eq!(t[0].labels.get("instance"), Some("localhost:8000"));
+    assert_eq!(t[0].labels.get("job"), Some("vllm"));
+}
