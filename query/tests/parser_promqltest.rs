@@ -137,3 +137,27 @@ fn core_eval_expressions_parse_and_round_trip() {
         failures.join("\n")
     );
 }
+
+#[test]
+fn duration_expression_file_parses() {
+    let Some(dir) = suite_dir() else {
+        return;
+    };
+    let text = std::fs::read_to_string(dir.join("duration_expression.test")).expect("read");
+    let mut failures = Vec::new();
+    let all = cases("duration_expression", &text);
+    assert!(all.len() > 40);
+    for c in all {
+        match parse(&c.expr) {
+            Ok(ast) => {
+                let printed = ast.to_string();
+                if parse(&printed).ok().as_ref() != Some(&ast) {
+                    failures.push(format!("{}: {} printed as {printed}", c.line, c.expr));
+                }
+            }
+            Err(e) if !c.fail => failures.push(format!("{}: {}: {e}", c.line, c.expr)),
+            Err(_) => {}
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -512,3 +512,15 @@ fn invalid_utf8_string_escapes_are_kept_as_bytes() {
     let e = parse("\"\\xc3\\xa9\"").unwrap();
     assert_eq!(e.kind, ExprKind::String("é".into()));
 }
+
+#[test]
+fn info_label_selector_may_match_empty() {
+    assert_eq!(
+        p("info(metric, {data=~\".*\"})"),
+        "(info metric{__name__=\"metric\"} {data=~\".*\"})"
+    );
+    assert_eq!(
+        err("info(metric, target_info{data=\"x\"})"),
+        "1:14: parse error: expected label selectors only, got vector selector instead"
+    );
+}
