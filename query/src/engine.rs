@@ -235,6 +235,5 @@ impl Engine {
 }
 
 fn parse(expr: &str) -> Result<Expr, QueryError> {
-    // TEMP until the parser lands.
-    Err(QueryError::Parse(format!("no parser yet: {expr}")))
+    crate::parser::parse(expr).map_err(|e| QueryError::Parse(e.to_string()))
 }

@@ -82,8 +82,8 @@ pub(crate) fn eval_aggregate(ev: &mut Evaluator<'_>, a: &AggregateExpr, ts: i64)
                 Some((Val::Str(s), _)) => s.clone(),
                 _ => return err("count_values requires a string parameter"),
             };
-            if label.is_empty() {
-                return err(format!("invalid label name {}", crate::value::go_quote(&label)));
+            if label.is_empty() || !crate::parser::is_valid_utf8(&label) {
+                return err(format!("invalid label name {}", crate::parser::go_quote(&label)));
             }
             if !a.without {
                 grouping.push(label.clone());

@@ -306,10 +306,14 @@ impl<'a> Evaluator<'a> {
             ExprKind::Call(c) => match c.func.as_str() {
                 "step" => Ok(self.interval as f64 / 1000.0),
                 "range" => Ok((self.end - self.start) as f64 / 1000.0),
-                "min" | "max" if c.args.len() == 2 => {
+                "min" | "max" | "min_of" | "max_of" if c.args.len() == 2 => {
                     let a = self.duration_expr(&c.args[0])?;
                     let b = self.duration_expr(&c.args[1])?;
-                    Ok(if c.func == "min" { a.min(b) } else { a.max(b) })
+                    Ok(if c.func.starts_with("min") {
+                        functions::math::go_min(a, b)
+                    } else {
+                        functions::math::go_max(a, b)
+                    })
                 }
                 f => err(format!("function {f} not allowed in a duration")),
             },

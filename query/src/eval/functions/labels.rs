@@ -9,8 +9,9 @@ use regex::Regex;
 use crate::eval::{check_duplicates, err, EvalResult};
 use crate::value::Vector;
 
+/// Prometheus 3 accepts any non-empty valid UTF-8 label name.
 fn valid_label_name(s: &str) -> bool {
-    !s.is_empty()
+    !s.is_empty() && crate::parser::is_valid_utf8(s)
 }
 
 fn set_label(l: &Labels, name: &str, value: &str) -> Labels {
@@ -33,13 +34,15 @@ pub fn label_replace(
         Ok(r) => r,
         Err(_) => {
             return err(format!(
-                "invalid regular expression in label_replace(): {regex}"
+                "invalid regular expression in label_replace(): {}",
+                String::from_utf8_lossy(&crate::parser::go_bytes(regex))
             ))
         }
     };
     if !valid_label_name(dst) {
         return err(format!(
-            "invalid destination label name in label_replace(): {dst}"
+            "invalid destination label name in label_replace(): {}",
+            String::from_utf8_lossy(&crate::parser::go_bytes(dst))
         ));
     }
     for s in v.iter_mut() {

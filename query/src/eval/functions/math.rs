@@ -41,6 +41,42 @@ pub fn quantile(q: f64, values: &mut [f64]) -> f64 {
     values[lower as usize] * (1.0 - weight) + values[upper as usize] * weight
 }
 
+/// Go's `math.Max`: NaN if either is NaN, +Inf wins, +0 beats -0.
+pub fn go_max(a: f64, b: f64) -> f64 {
+    if a == f64::INFINITY || b == f64::INFINITY {
+        return f64::INFINITY;
+    }
+    if a.is_nan() || b.is_nan() {
+        return f64::NAN;
+    }
+    if a == 0.0 && b == 0.0 {
+        return if a.is_sign_negative() { b } else { a };
+    }
+    if a > b {
+        a
+    } else {
+        b
+    }
+}
+
+/// Go's `math.Min`: NaN if either is NaN, -Inf wins, -0 beats +0.
+pub fn go_min(a: f64, b: f64) -> f64 {
+    if a == f64::NEG_INFINITY || b == f64::NEG_INFINITY {
+        return f64::NEG_INFINITY;
+    }
+    if a.is_nan() || b.is_nan() {
+        return f64::NAN;
+    }
+    if a == 0.0 && b == 0.0 {
+        return if a.is_sign_negative() { a } else { b };
+    }
+    if a < b {
+        a
+    } else {
+        b
+    }
+}
+
 fn sgn(v: f64) -> f64 {
     if v < 0.0 {
         -1.0

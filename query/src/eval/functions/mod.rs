@@ -118,6 +118,15 @@ pub(crate) fn eval_call(ev: &mut Evaluator<'_>, expr: &Expr, c: &Call, ts: i64) 
         "start" => return Ok(Val::Scalar(ev.start as f64 / 1000.0)),
         "end" => return Ok(Val::Scalar(ev.end as f64 / 1000.0)),
         "range" => return Ok(Val::Scalar((ev.end - ev.start) as f64 / 1000.0)),
+        "min_of" | "max_of" => {
+            let a = eval_scalar(ev, args[0], ts)?;
+            let b = eval_scalar(ev, args[1], ts)?;
+            return Ok(Val::Scalar(if name == "min_of" {
+                math::go_min(a, b)
+            } else {
+                math::go_max(a, b)
+            }));
+        }
         "vector" => {
             let f = eval_scalar(ev, args[0], ts)?;
             return Ok(Val::Vector(vec![Sample {
