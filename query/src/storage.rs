@@ -185,7 +185,11 @@ mod tests {
         assert!(none.is_empty());
         // A matcher on a missing label sees "".
         let all = s
-            .select(&[Matcher::new(MatchOp::Equal, "missing", "").unwrap()], 0, 100)
+            .select(
+                &[Matcher::new(MatchOp::Equal, "missing", "").unwrap()],
+                0,
+                100,
+            )
             .unwrap();
         assert_eq!(all.len(), 2);
     }

@@ -191,10 +191,18 @@ pub fn format_go_float(f: f64, prec: Option<usize>) -> String {
         return "NaN".into();
     }
     if f.is_infinite() {
-        return if f > 0.0 { "+Inf".into() } else { "-Inf".into() };
+        return if f > 0.0 {
+            "+Inf".into()
+        } else {
+            "-Inf".into()
+        };
     }
     if f == 0.0 {
-        return if f.is_sign_negative() { "-0".into() } else { "0".into() };
+        return if f.is_sign_negative() {
+            "-0".into()
+        } else {
+            "0".into()
+        };
     }
     // Digits and exponent in scientific notation.
     let s = match prec {
@@ -210,7 +218,11 @@ pub fn format_go_float(f: f64, prec: Option<usize>) -> String {
     } else {
         digits
     };
-    let digits = if digits.is_empty() { "0".to_string() } else { digits };
+    let digits = if digits.is_empty() {
+        "0".to_string()
+    } else {
+        digits
+    };
     // Go: %e when exp < -4 || exp >= eprec, eprec = 6 for the shortest form.
     let eprec = prec.map(|p| p.max(1) as i32).unwrap_or(6);
     let mut out = String::new();
@@ -368,7 +380,9 @@ pub fn go_quote(v: &str) -> String {
             '\n' => s.push_str("\\n"),
             '\t' => s.push_str("\\t"),
             '\r' => s.push_str("\\r"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => s.push_str(&format!("\\x{:02x}", c as u32)),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                s.push_str(&format!("\\x{:02x}", c as u32))
+            }
             c => s.push(c),
         }
     }
@@ -409,7 +423,10 @@ mod tests {
         a.warn("x", Some(0));
         a.warn("x", Some(3));
         a.info("y", None);
-        assert_eq!(a.warnings("abcd"), vec!["PromQL warning: x (1:1)".to_string()]);
+        assert_eq!(
+            a.warnings("abcd"),
+            vec!["PromQL warning: x (1:1)".to_string()]
+        );
         assert_eq!(a.infos("abcd"), vec!["PromQL info: y".to_string()]);
     }
 

@@ -406,8 +406,9 @@ enum Cmd {
 }
 
 fn parse_expect(line: &str) -> Result<ExpectAnno, String> {
-    let re = Regex::new(r"^expect\s+(ordered|fail|warn|no_warn|info|no_info)(?:\s+(regex|msg):(.+))?$")
-        .map_err(|e| e.to_string())?;
+    let re =
+        Regex::new(r"^expect\s+(ordered|fail|warn|no_warn|info|no_info)(?:\s+(regex|msg):(.+))?$")
+            .map_err(|e| e.to_string())?;
     let caps = re
         .captures(line.trim())
         .ok_or_else(|| format!("invalid expect statement: {line}"))?;
@@ -442,10 +443,12 @@ fn parse_file(content: &str) -> Result<Vec<Cmd>, String> {
         .collect();
     let re_load = Regex::new(r"^load(?:_(with_nhcb))?\s+(.+?)$").unwrap();
     let re_inst =
-        Regex::new(r"^eval(?:_(fail|warn|ordered|info))?\s+instant\s+(?:at\s+(.+?))?\s+(.+)$").unwrap();
-    let re_range =
-        Regex::new(r"^eval(?:_(fail|warn|info))?\s+range\s+from\s+(.+)\s+to\s+(.+)\s+step\s+(.+?)\s+(.+)$")
+        Regex::new(r"^eval(?:_(fail|warn|ordered|info))?\s+instant\s+(?:at\s+(.+?))?\s+(.+)$")
             .unwrap();
+    let re_range = Regex::new(
+        r"^eval(?:_(fail|warn|info))?\s+range\s+from\s+(.+)\s+to\s+(.+)\s+step\s+(.+?)\s+(.+)$",
+    )
+    .unwrap();
     let re_exp_range =
         Regex::new(r"^expect range vector\s+from\s+(.+)\s+to\s+(.+)\s+step\s+(.+)$").unwrap();
     let mut cmds = Vec::new();
@@ -464,12 +467,13 @@ fn parse_file(content: &str) -> Result<Vec<Cmd>, String> {
             let caps = re_load
                 .captures(l)
                 .ok_or_else(|| format!("line {}: bad load", i + 1))?;
-            let interval = parse_duration(&caps[2])
-                .ok_or_else(|| format!("line {}: bad interval", i + 1))?;
+            let interval =
+                parse_duration(&caps[2]).ok_or_else(|| format!("line {}: bad interval", i + 1))?;
             let mut series = Vec::new();
             i += 1;
             while i < lines.len() && !lines[i].is_empty() {
-                let (labels, rest) = parse_series(&lines[i]).map_err(|e| format!("line {}: {e}", i + 1))?;
+                let (labels, rest) =
+                    parse_series(&lines[i]).map_err(|e| format!("line {}: {e}", i + 1))?;
                 let vals = parse_values(&rest).map_err(|e| format!("line {}: {e}", i + 1))?;
                 series.push((labels, vals));
                 i += 1;
@@ -505,7 +509,8 @@ fn parse_file(content: &str) -> Result<Vec<Cmd>, String> {
             if let Some(c) = re_inst.captures(l) {
                 modifier = c.get(1).map(|m| m.as_str().to_string());
                 let at = c.get(2).map(|m| m.as_str()).unwrap_or("0");
-                let t = parse_duration(at).ok_or_else(|| format!("line {}: bad time {at}", i + 1))?;
+                let t =
+                    parse_duration(at).ok_or_else(|| format!("line {}: bad time {at}", i + 1))?;
                 cmd.start = t;
                 cmd.end = t;
                 cmd.expr = c[3].to_string();
@@ -560,7 +565,8 @@ fn parse_file(content: &str) -> Result<Vec<Cmd>, String> {
                     continue;
                 }
                 if d.split(' ').next() == Some("expect") {
-                    cmd.expects.push(parse_expect(d).map_err(|e| format!("line {}: {e}", i + 1))?);
+                    cmd.expects
+                        .push(parse_expect(d).map_err(|e| format!("line {}: {e}", i + 1))?);
                     j -= 1;
                     i += 1;
                     continue;
@@ -632,7 +638,9 @@ fn parse_number(s: &str) -> Option<f64> {
         "nan" | "+nan" | "-nan" => return Some(f64::NAN),
         _ => {}
     }
-    if t.chars().any(|c| c.is_ascii_alphabetic() && c != 'e' && c != 'E') {
+    if t.chars()
+        .any(|c| c.is_ascii_alphabetic() && c != 'e' && c != 'E')
+    {
         return None;
     }
     t.parse::<f64>().ok()
@@ -681,7 +689,10 @@ fn compare_result(cmd: &EvalCmd, value: &Value) -> Result<(), String> {
             let mut seen = HashSet::new();
             for s in m {
                 let Some(exp) = expected.get(&s.metric) else {
-                    return Err(format!("unexpected metric {} in result, has {:?}", s.metric, s.floats));
+                    return Err(format!(
+                        "unexpected metric {} in result, has {:?}",
+                        s.metric, s.floats
+                    ));
                 };
                 seen.insert(&s.metric);
                 let mut exp_points = Vec::new();
@@ -738,7 +749,10 @@ fn compare_result(cmd: &EvalCmd, value: &Value) -> Result<(), String> {
             let mut seen = HashSet::new();
             for (pos, s) in v.iter().enumerate() {
                 let Some(exp) = expected.get(&s.metric) else {
-                    return Err(format!("unexpected metric {} in result, has value {}", s.metric, s.f));
+                    return Err(format!(
+                        "unexpected metric {} in result, has value {}",
+                        s.metric, s.f
+                    ));
                 };
                 if cmd.is_ordered() && exp.pos != pos + 1 {
                     return Err(format!(
@@ -755,7 +769,10 @@ fn compare_result(cmd: &EvalCmd, value: &Value) -> Result<(), String> {
                         }
                     }
                     Some(SeqVal::Histogram) => {
-                        return Err(format!("expected histogram for {} but got float value {}", s.metric, s.f))
+                        return Err(format!(
+                            "expected histogram for {} but got float value {}",
+                            s.metric, s.f
+                        ))
                     }
                     _ => return Err(format!("no expected value for {}", s.metric)),
                 }
@@ -770,7 +787,9 @@ fn compare_result(cmd: &EvalCmd, value: &Value) -> Result<(), String> {
         }
         Value::Scalar { v, .. } => {
             let Some(exp) = cmd.scalar else {
-                return Err(format!("expected vector or matrix result, but got scalar {v}"));
+                return Err(format!(
+                    "expected vector or matrix result, but got scalar {v}"
+                ));
             };
             if !almost_equal(exp, *v, EPS) {
                 return Err(format!("expected scalar {exp} but got {v}"));
@@ -819,7 +838,10 @@ fn check_annotations(cmd: &EvalCmd, res: &QueryResult) -> Result<(), String> {
         }
     }
     if !cmd.of_kind("no_warn").is_empty() && !res.warnings.is_empty() {
-        return Err(format!("unexpected warning annotations: {:?}", res.warnings));
+        return Err(format!(
+            "unexpected warning annotations: {:?}",
+            res.warnings
+        ));
     }
     if !cmd.of_kind("no_info").is_empty() && !res.infos.is_empty() {
         return Err(format!("unexpected info annotations: {:?}", res.infos));
@@ -841,7 +863,10 @@ fn check_failure(cmd: &EvalCmd, e: &QueryError) -> Result<(), String> {
     }
     if let Some(f) = cmd.of_kind("fail").first() {
         if !f.matches(&msg) {
-            return Err(format!("expected error matching {:?}/{:?}, but got: {msg}", f.msg, f.regex));
+            return Err(format!(
+                "expected error matching {:?}/{:?}, but got: {msg}",
+                f.msg, f.regex
+            ));
         }
     }
     Ok(())
@@ -869,8 +894,12 @@ const AT_UNSAFE: [&str; 15] = [
 
 fn has_unsafe_call(e: &Expr) -> bool {
     match &e.kind {
-        ExprKind::Call(c) => AT_UNSAFE.contains(&c.func.as_str()) || c.args.iter().any(has_unsafe_call),
-        ExprKind::Paren(x) | ExprKind::Unary(_, x) | ExprKind::StepInvariant(x) => has_unsafe_call(x),
+        ExprKind::Call(c) => {
+            AT_UNSAFE.contains(&c.func.as_str()) || c.args.iter().any(has_unsafe_call)
+        }
+        ExprKind::Paren(x) | ExprKind::Unary(_, x) | ExprKind::StepInvariant(x) => {
+            has_unsafe_call(x)
+        }
         ExprKind::Binary(b) => has_unsafe_call(&b.lhs) || has_unsafe_call(&b.rhs),
         ExprKind::Aggregate(a) => {
             has_unsafe_call(&a.expr) || a.param.as_deref().is_some_and(has_unsafe_call)
@@ -938,7 +967,9 @@ impl Runner {
             Ok(r) => r,
         };
         if cmd.is_fail() {
-            return Err(format!("expected error evaluating query at {t} but got none"));
+            return Err(format!(
+                "expected error evaluating query at {t} but got none"
+            ));
         }
         check_annotations(cmd, &res)?;
         compare_result(cmd, &res.value).map_err(|e| format!("instant at {t}: {e}"))?;
@@ -947,7 +978,15 @@ impl Runner {
         }
         let rr = self
             .engine
-            .run(&self.storage, ast, &cmd.expr, t - 60_000, t + 60_000, 60_000, None)
+            .run(
+                &self.storage,
+                ast,
+                &cmd.expr,
+                t - 60_000,
+                t + 60_000,
+                60_000,
+                None,
+            )
             .map_err(|e| format!("error evaluating query at {t} in range mode: {e}"))?;
         if cmd.is_ordered() {
             return Ok(());
@@ -1043,7 +1082,13 @@ impl Runner {
         Ok(())
     }
 
-    fn run_instant_at(&self, cmd: &EvalCmd, ast: &Expr, et: i64, ctx_re: &Regex) -> Result<(), String> {
+    fn run_instant_at(
+        &self,
+        cmd: &EvalCmd,
+        ast: &Expr,
+        et: i64,
+        ctx_re: &Regex,
+    ) -> Result<(), String> {
         self.run_instant(cmd, ast, et, ctx_re)
     }
 }
@@ -1064,9 +1109,12 @@ fn main() {
         || std::env::var("PROMQLTEST_VERBOSE").is_ok_and(|v| v == "1");
     let dir = std::env::var("INFERDB_PROMQLTEST_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/promqltest"));
+        .unwrap_or_else(|_| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/promqltest")
+        });
     let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let skip_text = std::fs::read_to_string(manifest.join("tests/promqltest-skip.txt")).unwrap_or_default();
+    let skip_text =
+        std::fs::read_to_string(manifest.join("tests/promqltest-skip.txt")).unwrap_or_default();
     let mut skips: HashSet<(String, usize)> = HashSet::new();
     for l in skip_text.lines() {
         let l = l.trim();
@@ -1086,13 +1134,18 @@ fn main() {
         .unwrap_or(0);
     let only_file = std::env::var("PROMQLTEST_FILE").ok();
     let list_nh = args.iter().any(|a| a == "--list-nh");
-    let only_line: Option<usize> = std::env::var("PROMQLTEST_LINE").ok().and_then(|s| s.parse().ok());
+    let only_line: Option<usize> = std::env::var("PROMQLTEST_LINE")
+        .ok()
+        .and_then(|s| s.parse().ok());
     let mut opts = EngineOptions::default();
     opts.max_samples = 10_000;
     opts.lookback_delta_ms = 5 * 60 * 1000;
     let (mut tp, mut tf, mut ts) = (0usize, 0usize, 0usize);
     for file in CORE {
-        if only_file.as_deref().is_some_and(|f| f.trim_end_matches(".test") != file) {
+        if only_file
+            .as_deref()
+            .is_some_and(|f| f.trim_end_matches(".test") != file)
+        {
             continue;
         }
         let path = dir.join(format!("{file}.test"));
@@ -1151,20 +1204,31 @@ fn main() {
                     let mut names: Vec<&String> = nh_names
                         .iter()
                         .filter(|n| {
-                            Regex::new(&format!(r"(^|[^a-zA-Z0-9_:]){}($|[^a-zA-Z0-9_:])", regex::escape(n)))
-                                .map(|r| r.is_match(&c.expr))
-                                .unwrap_or(false)
+                            Regex::new(&format!(
+                                r"(^|[^a-zA-Z0-9_:]){}($|[^a-zA-Z0-9_:])",
+                                regex::escape(n)
+                            ))
+                            .map(|r| r.is_match(&c.expr))
+                            .unwrap_or(false)
                         })
                         .collect();
                     names.sort();
                     if !names.is_empty() {
                         reasons.push(format!(
                             "selects native histogram series {}",
-                            names.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+                            names
+                                .iter()
+                                .map(|s| s.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
                         ));
                     }
                     if !reasons.is_empty() {
-                        println!("{file}.test:{} needs native histograms: {}", c.line, reasons.join("; "));
+                        println!(
+                            "{file}.test:{} needs native histograms: {}",
+                            c.line,
+                            reasons.join("; ")
+                        );
                     }
                 }
                 Cmd::Eval(c) => {
@@ -1175,8 +1239,10 @@ fn main() {
                         s += 1;
                         continue;
                     }
-                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| runner.run_eval(c)))
-                        .unwrap_or_else(|_| Err("panic".into()));
+                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        runner.run_eval(c)
+                    }))
+                    .unwrap_or_else(|_| Err("panic".into()));
                     match r {
                         Ok(()) => p += 1,
                         Err(e) => {

@@ -53,7 +53,11 @@ struct Group {
     values: Vec<f64>,
 }
 
-pub(crate) fn eval_aggregate(ev: &mut Evaluator<'_>, a: &AggregateExpr, ts: i64) -> EvalResult<Val> {
+pub(crate) fn eval_aggregate(
+    ev: &mut Evaluator<'_>,
+    a: &AggregateExpr,
+    ts: i64,
+) -> EvalResult<Val> {
     let param = match &a.param {
         Some(p) => Some((ev.eval(unwrap_paren(p), ts)?, p.span.start)),
         None => None,
@@ -83,7 +87,10 @@ pub(crate) fn eval_aggregate(ev: &mut Evaluator<'_>, a: &AggregateExpr, ts: i64)
                 _ => return err("count_values requires a string parameter"),
             };
             if label.is_empty() || !crate::parser::is_valid_utf8(&label) {
-                return err(format!("invalid label name {}", crate::parser::go_quote(&label)));
+                return err(format!(
+                    "invalid label name {}",
+                    crate::parser::go_quote(&label)
+                ));
             }
             if !a.without {
                 grouping.push(label.clone());
@@ -145,13 +152,11 @@ pub(crate) fn eval_aggregate(ev: &mut Evaluator<'_>, a: &AggregateExpr, ts: i64)
         }
         op => {
             let q = scalar_param(&param);
-            if op == AggregateOp::Quantile {
-                if q.is_nan() || q > 1.0 || q < 0.0 {
-                    ev.annos.warn(
-                        format!("quantile value should be between 0 and 1, got {}", fmt_g(q)),
-                        param_pos,
-                    );
-                }
+            if op == AggregateOp::Quantile && (q.is_nan() || !(0.0..=1.0).contains(&q)) {
+                ev.annos.warn(
+                    format!("quantile value should be between 0 and 1, got {}", fmt_g(q)),
+                    param_pos,
+                );
             }
             simple_aggregate(op, q, input, &grouping, a.without, ts)
         }
@@ -230,16 +235,8 @@ fn simple_aggregate(
                 g.kahan_c = c;
             }
             AggregateOp::Group => {}
-            AggregateOp::Max => {
-                if g.value < f || g.value.is_nan() {
-                    g.value = f;
-                }
-            }
-            AggregateOp::Min => {
-                if g.value > f || g.value.is_nan() {
-                    g.value = f;
-                }
-            }
+            AggregateOp::Max if g.value < f || g.value.is_nan() => g.value = f,
+            AggregateOp::Min if g.value > f || g.value.is_nan() => g.value = f,
             AggregateOp::Count => g.count += 1.0,
             AggregateOp::Stdvar | AggregateOp::Stddev => {
                 g.count += 1.0;
@@ -282,11 +279,22 @@ fn simple_aggregate(
         .collect()
 }
 
-fn count_values(input: &Vector, label: &str, grouping: &[String], without: bool, ts: i64) -> Vector {
+fn count_values(
+    input: &Vector,
+    label: &str,
+    grouping: &[String],
+    without: bool,
+    ts: i64,
+) -> Vector {
     let mut index: HashMap<Labels, usize> = HashMap::new();
     let mut out: Vector = Vec::new();
     for s in input {
-        let mut v: Vec<Label> = s.metric.iter().filter(|l| l.name != label).cloned().collect();
+        let mut v: Vec<Label> = s
+            .metric
+            .iter()
+            .filter(|l| l.name != label)
+            .cloned()
+            .collect();
         v.push(Label::new(label, format_float_f(s.f)));
         let metric = Labels::new(v);
         let key = group_labels(&metric, grouping, without);

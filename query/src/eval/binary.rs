@@ -228,12 +228,7 @@ fn vector_unless(lhs: Vector, rhs: Vector, m: &VectorMatching) -> Vector {
         .collect()
 }
 
-fn result_metric(
-    lhs: &Labels,
-    rhs: &Labels,
-    op: BinaryOp,
-    m: &VectorMatching,
-) -> Labels {
+fn result_metric(lhs: &Labels, rhs: &Labels, op: BinaryOp, m: &VectorMatching) -> Labels {
     let base = if changes_metric_schema(op) {
         drop_metadata(lhs)
     } else {
@@ -319,7 +314,9 @@ fn vector_binop(
         } else {
             let set = matched_many.entry(sig).or_default();
             if !set.insert(metric.clone()) {
-                return err("multiple matches for labels: grouping labels must ensure unique matches");
+                return err(
+                    "multiple matches for labels: grouping labels must ensure unique matches",
+                );
             }
         }
         if !keep && !return_bool {

@@ -112,7 +112,7 @@ impl<'a> Evaluator<'a> {
                 return Err(QueryError::Canceled);
             }
         }
-        if self.ticks % 64 == 0 {
+        if self.ticks & 63 == 0 {
             if let Some(d) = self.deadline {
                 if Instant::now() > d {
                     return Err(QueryError::Timeout);
@@ -134,7 +134,11 @@ impl<'a> Evaluator<'a> {
     // ----- loading -----
 
     /// Loads the data of every selector of `expr` from `storage`.
-    pub(crate) fn load<S: Queryable + ?Sized>(&mut self, storage: &S, expr: &Expr) -> EvalResult<()> {
+    pub(crate) fn load<S: Queryable + ?Sized>(
+        &mut self,
+        storage: &S,
+        expr: &Expr,
+    ) -> EvalResult<()> {
         let (lo, hi) = (self.start, self.end);
         self.load_walk(storage, expr, lo, hi)
     }
@@ -679,7 +683,10 @@ mod tests {
         let r = vector(e.instant_expr(&s, &vs("x_total"), 899_999).unwrap().value);
         assert_eq!(r.len(), 2);
         // The staleness marker ends the gauge.
-        assert_eq!(vector(e.instant_expr(&s, &vs("g"), 30_000).unwrap().value).len(), 1);
+        assert_eq!(
+            vector(e.instant_expr(&s, &vs("g"), 30_000).unwrap().value).len(),
+            1
+        );
         assert!(vector(e.instant_expr(&s, &vs("g"), 90_000).unwrap().value).is_empty());
     }
 
@@ -716,8 +723,12 @@ mod tests {
         let any = Expr::new(ExprKind::VectorSelector(VectorSelector {
             name: None,
             matchers: vec![
-                Matcher::new(inferdb_storage::MatchOp::RegexMatch, "__name__", "x_total|y_total")
-                    .unwrap(),
+                Matcher::new(
+                    inferdb_storage::MatchOp::RegexMatch,
+                    "__name__",
+                    "x_total|y_total",
+                )
+                .unwrap(),
                 Matcher::equal("job", "a"),
             ],
             offset: None,
@@ -725,7 +736,9 @@ mod tests {
         }));
         let neg = Expr::new(ExprKind::Unary(UnaryOp::Neg, Box::new(any)));
         let err = e.instant_expr(&s, &neg, 0).unwrap_err();
-        assert!(matches!(err, QueryError::Eval(ref m) if m == "vector cannot contain metrics with the same labelset"));
+        assert!(
+            matches!(err, QueryError::Eval(ref m) if m == "vector cannot contain metrics with the same labelset")
+        );
     }
 
     #[test]

@@ -6,7 +6,9 @@ use std::collections::HashMap;
 use inferdb_storage::{Label, Labels};
 
 use crate::eval::Evaluator;
-use crate::value::{fmt_g, go_quote, Annotation, AnnotationKind, MonotonicityDetails, Sample, Vector};
+use crate::value::{
+    fmt_g, go_quote, Annotation, AnnotationKind, MonotonicityDetails, Sample, Vector,
+};
 
 /// One classic bucket: upper bound and cumulative count.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -265,7 +267,13 @@ fn check_quantile(ev: &mut Evaluator<'_>, q: f64, pos: usize) {
     }
 }
 
-fn monotonicity_info(ev: &mut Evaluator<'_>, metric: &Labels, fix: &QuantileFix, pos: usize, ts: i64) {
+fn monotonicity_info(
+    ev: &mut Evaluator<'_>,
+    metric: &Labels,
+    fix: &QuantileFix,
+    pos: usize,
+    ts: i64,
+) {
     let mut msg = "PromQL info: input to histogram_quantile needed to be fixed for monotonicity (see https://prometheus.io/docs/prometheus/latest/querying/functions/#histogram_quantile)".to_string();
     if let Some(n) = metric.metric_name() {
         msg.push_str(&format!(" for metric name {}", go_quote(n)));

@@ -68,13 +68,12 @@ pub fn label_join(mut v: Vector, dst: &str, sep: &str, srcs: &[String]) -> EvalR
         }
     }
     if !valid_label_name(dst) {
-        return err(format!("invalid destination label name in label_join(): {dst}"));
+        return err(format!(
+            "invalid destination label name in label_join(): {dst}"
+        ));
     }
     for s in v.iter_mut() {
-        let vals: Vec<&str> = srcs
-            .iter()
-            .map(|n| s.metric.get(n).unwrap_or(""))
-            .collect();
+        let vals: Vec<&str> = srcs.iter().map(|n| s.metric.get(n).unwrap_or("")).collect();
         let joined = vals.join(sep);
         s.metric = set_label(&s.metric, dst, &joined);
         if dst == METRIC_NAME {

@@ -46,7 +46,10 @@ fn eval_matrix_arg(ev: &mut Evaluator<'_>, e: &Expr, ts: i64) -> EvalResult<(Mat
 fn eval_vector(ev: &mut Evaluator<'_>, e: &Expr, ts: i64) -> EvalResult<Vector> {
     match ev.eval(e, ts)? {
         Val::Vector(v) => Ok(v),
-        other => err(format!("expected instant vector, got {}", other.type_name())),
+        other => err(format!(
+            "expected instant vector, got {}",
+            other.type_name()
+        )),
     }
 }
 
@@ -208,7 +211,8 @@ pub(crate) fn eval_call(ev: &mut Evaluator<'_>, expr: &Expr, c: &Call, ts: i64) 
         "histogram_quantile" => {
             let q = eval_scalar(ev, args[0], ts)?;
             let v = eval_vector(ev, args[1], ts)?;
-            let out = histogram::histogram_quantile(ev, q, v, args[0].span.start, args[1].span.start, ts);
+            let out =
+                histogram::histogram_quantile(ev, q, v, args[0].span.start, args[1].span.start, ts);
             return Ok(Val::Vector(out));
         }
         "histogram_quantiles" => {
@@ -351,7 +355,9 @@ fn eval_matrix_call(
                 ));
             }
             if tf <= 0.0 || tf >= 1.0 {
-                return err(format!("invalid trend factor. Expected: 0 < tf < 1, got: {tf:.6}"));
+                return err(format!(
+                    "invalid trend factor. Expected: 0 < tf < 1, got: {tf:.6}"
+                ));
             }
         }
     }
@@ -431,7 +437,9 @@ fn matrix_function(
             Some(math::quantile(scalars[0], &mut vals))
         }
         "mad_over_time" => Some(over_time::mad(pts)),
-        "double_exponential_smoothing" => over_time::double_exponential_smoothing(pts, scalars[0], scalars[1]),
+        "double_exponential_smoothing" => {
+            over_time::double_exponential_smoothing(pts, scalars[0], scalars[1])
+        }
         other => return err(format!("function {other} does not take a range vector")),
     })
 }

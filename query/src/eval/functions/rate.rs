@@ -151,7 +151,12 @@ mod tests {
     #[test]
     fn rate_extrapolates_to_window_edges() {
         // Samples every 15 s over a 60 s window ending at 135 s.
-        let p = pts(&[(90_000, 180.0), (105_000, 210.0), (120_000, 240.0), (135_000, 270.0)]);
+        let p = pts(&[
+            (90_000, 180.0),
+            (105_000, 210.0),
+            (120_000, 240.0),
+            (135_000, 270.0),
+        ]);
         let r = extrapolated_rate(&p, 75_000, 135_000, 60_000, true, true).unwrap();
         assert!((r - 2.0).abs() < 1e-12);
         let inc = extrapolated_rate(&p, 75_000, 135_000, 60_000, true, false).unwrap();
