@@ -6,6 +6,7 @@
 //! metric metadata, provided by the scraper). [`router::router`] builds the axum `Router`;
 //! [`router::serve`] runs it.
 
+pub mod backend;
 pub mod error;
 pub mod json;
 pub mod params;
@@ -20,12 +21,12 @@ mod series;
 mod status;
 mod targets;
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use inferdb_query::engine::CancelToken;
 use inferdb_storage::{Labels, Matcher};
 
+pub use backend::{DbBackend, DbQueryable};
 pub use error::{ApiError, ErrorType};
 pub use router::{router, serve, ApiConfig, ApiState};
 
@@ -68,8 +69,8 @@ pub struct QueryOptions {
     pub max_samples: usize,
     /// The lookback delta for instant selectors, milliseconds; `None` for the server default.
     pub lookback_delta_ms: Option<i64>,
-    /// Set when the client went away or the timeout passed; an engine may poll it.
-    pub cancel: Arc<AtomicBool>,
+    /// Canceled when the client went away or the timeout passed; the engine polls it.
+    pub cancel: CancelToken,
 }
 
 impl QueryOptions {
@@ -80,13 +81,13 @@ impl QueryOptions {
             deadline: Instant::now() + timeout,
             max_samples: 0,
             lookback_delta_ms: None,
-            cancel: Arc::new(AtomicBool::new(false)),
+            cancel: CancelToken::new(),
         }
     }
 
     /// Whether the query should stop now (canceled or past its deadline).
     pub fn should_stop(&self) -> bool {
-        self.cancel.load(Ordering::Relaxed) || Instant::now() >= self.deadline
+        self.cancel.is_canceled() || Instant::now() >= self.deadline
     }
 }
 

@@ -13,6 +13,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
+use inferdb_query::engine::CancelToken;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tower_http::compression::CompressionLayer;
@@ -145,18 +146,18 @@ impl ApiState {
     pub(crate) async fn run_blocking<T, F>(
         &self,
         timeout: Duration,
-        cancel: Arc<AtomicBool>,
+        cancel: CancelToken,
         f: F,
     ) -> Result<T, ApiError>
     where
         T: Send + 'static,
         F: FnOnce(&dyn ApiBackend) -> Result<T, ApiError> + Send + 'static,
     {
-        struct CancelOnDrop(Arc<AtomicBool>, bool);
+        struct CancelOnDrop(CancelToken, bool);
         impl Drop for CancelOnDrop {
             fn drop(&mut self) {
                 if self.1 {
-                    self.0.store(true, Ordering::Relaxed);
+                    self.0.cancel();
                 }
             }
         }
@@ -180,7 +181,7 @@ impl ApiState {
         let r = match tokio::time::timeout(timeout, work).await {
             Ok(r) => r,
             Err(_) => {
-                cancel.store(true, Ordering::Relaxed);
+                cancel.cancel();
                 Err(ApiError::timeout())
             }
         };

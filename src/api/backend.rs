@@ -1,0 +1,275 @@
+//! The real [`ApiBackend`]: inferdb's PromQL engine over an [`inferdb_storage::Db`].
+
+use std::sync::Arc;
+
+use inferdb_query::ast::ValueType;
+use inferdb_query::storage::{Queryable, SampleIter, StorageError, StoredSeries};
+use inferdb_query::{Engine, EngineOptions, QueryError, Value};
+use inferdb_storage::{Db, Labels, MatchOp, Matcher};
+
+use super::error::{ApiError, ErrorType};
+use super::{
+    ApiBackend, ExprType, MatrixSeries, QueryOptions, QueryOutput, QueryValue, TsdbStatus,
+    VectorSample,
+};
+
+/// A [`Queryable`] view of a [`Db`]: each `select` takes a querier over the range and decodes
+/// the selected samples.
+pub struct DbQueryable<'a>(pub &'a Db);
+
+/// An owning sample iterator over decoded samples.
+struct VecIter {
+    points: Vec<(i64, f64)>,
+    pos: usize,
+}
+
+impl Iterator for VecIter {
+    type Item = (i64, f64);
+    fn next(&mut self) -> Option<(i64, f64)> {
+        let p = self.points.get(self.pos).copied();
+        if p.is_some() {
+            self.pos += 1;
+        }
+        p
+    }
+}
+
+impl SampleIter for VecIter {
+    fn seek(&mut self, t: i64) -> Option<(i64, f64)> {
+        let rest = &self.points[self.pos..];
+        self.pos += rest.partition_point(|p| p.0 < t);
+        self.points.get(self.pos).copied()
+    }
+}
+
+impl Queryable for DbQueryable<'_> {
+    fn select(
+        &self,
+        matchers: &[Matcher],
+        mint: i64,
+        maxt: i64,
+    ) -> Result<Vec<StoredSeries<'_>>, StorageError> {
+        let q = self.0.querier(mint, maxt)?;
+        let mut out = Vec::new();
+        for s in q.select(matchers)? {
+            let mut it = s.iter();
+            let points: Vec<(i64, f64)> = it.by_ref().collect();
+            if let Some(e) = it.err() {
+                return Err(StorageError::Other(e.to_string()));
+            }
+            out.push(StoredSeries {
+                labels: s.labels().clone(),
+                samples: Box::new(VecIter { points, pos: 0 }),
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// The PromQL engine and the label index of a [`Db`], behind the HTTP API.
+pub struct DbBackend {
+    db: Arc<Db>,
+    engine_opts: EngineOptions,
+}
+
+impl DbBackend {
+    /// A backend over `db`; per-request limits are applied on top of `engine_opts`.
+    pub fn new(db: Arc<Db>, engine_opts: EngineOptions) -> Self {
+        DbBackend { db, engine_opts }
+    }
+
+    /// The store.
+    pub fn db(&self) -> &Arc<Db> {
+        &self.db
+    }
+
+    fn engine(&self, opts: &QueryOptions) -> Engine {
+        let mut eo = self.engine_opts.clone();
+        eo.timeout = opts.timeout;
+        if opts.max_samples > 0 {
+            eo.max_samples = opts.max_samples;
+        }
+        if let Some(l) = opts.lookback_delta_ms {
+            eo.lookback_delta_ms = l;
+        }
+        Engine::new(eo)
+    }
+
+    fn run(
+        &self,
+        query: &str,
+        start: i64,
+        end: i64,
+        step: i64,
+        opts: &QueryOptions,
+    ) -> Result<QueryOutput, ApiError> {
+        let expr =
+            inferdb_query::parser::parse(query).map_err(|e| ApiError::invalid_param("query", e))?;
+        let res = self
+            .engine(opts)
+            .run(
+                &DbQueryable(&self.db),
+                &expr,
+                query,
+                start,
+                end,
+                step,
+                Some(&opts.cancel),
+            )
+            .map_err(map_query_error)?;
+        Ok(QueryOutput {
+            value: convert_value(res.value),
+            warnings: res.warnings,
+            infos: res.infos,
+        })
+    }
+}
+
+/// Maps engine errors to Prometheus' error types.
+pub fn map_query_error(e: QueryError) -> ApiError {
+    let typ = match &e {
+        QueryError::Parse(_) => ErrorType::BadData,
+        QueryError::Eval(_) | QueryError::TooManySamples => ErrorType::Execution,
+        QueryError::Timeout => ErrorType::Timeout,
+        QueryError::Canceled => ErrorType::Canceled,
+        QueryError::Storage(_) => ErrorType::Internal,
+    };
+    if typ == ErrorType::BadData {
+        return ApiError::invalid_param("query", e);
+    }
+    ApiError::new(typ, e.to_string())
+}
+
+fn strip_name(l: Labels, drop: bool) -> Labels {
+    if drop {
+        l.without("__name__")
+    } else {
+        l
+    }
+}
+
+/// Converts an engine value into the API's value.
+pub fn convert_value(v: Value) -> QueryValue {
+    match v {
+        Value::Scalar { t, v } => QueryValue::Scalar { t, v },
+        Value::String { t, v } => QueryValue::String { t, s: v },
+        Value::Vector(vec) => QueryValue::Vector(
+            vec.into_iter()
+                .map(|s| VectorSample {
+                    labels: strip_name(s.metric, s.drop_name),
+                    t: s.t,
+                    v: s.f,
+                })
+                .collect(),
+        ),
+        Value::Matrix(m) => QueryValue::Matrix(
+            m.into_iter()
+                .filter(|s| !s.floats.is_empty())
+                .map(|s| MatrixSeries {
+                    labels: strip_name(s.metric, s.drop_name),
+                    samples: s.floats.into_iter().map(|p| (p.t, p.f)).collect(),
+                })
+                .collect(),
+        ),
+    }
+}
+
+fn storage_err(e: inferdb_storage::Error) -> ApiError {
+    ApiError::internal(e.to_string())
+}
+
+impl ApiBackend for DbBackend {
+    fn check_query(&self, query: &str) -> Result<ExprType, String> {
+        let e = inferdb_query::parser::parse(query).map_err(|e| e.to_string())?;
+        Ok(match e.value_type() {
+            ValueType::Scalar => ExprType::Scalar,
+            ValueType::String => ExprType::String,
+            ValueType::Vector => ExprType::Vector,
+            ValueType::Matrix => ExprType::Matrix,
+        })
+    }
+
+    fn format_query(&self, query: &str) -> Result<String, String> {
+        inferdb_query::parser::parse(query)
+            .map(|e| e.to_string())
+            .map_err(|e| e.to_string())
+    }
+
+    fn parse_selector(&self, selector: &str) -> Result<Vec<Matcher>, String> {
+        inferdb_query::parser::parse_matchers(selector).map_err(|e| e.to_string())
+    }
+
+    fn instant_query(
+        &self,
+        query: &str,
+        t_ms: i64,
+        opts: &QueryOptions,
+    ) -> Result<QueryOutput, ApiError> {
+        self.run(query, t_ms, t_ms, 0, opts)
+    }
+
+    fn range_query(
+        &self,
+        query: &str,
+        start_ms: i64,
+        end_ms: i64,
+        step_ms: i64,
+        opts: &QueryOptions,
+    ) -> Result<QueryOutput, ApiError> {
+        self.run(query, start_ms, end_ms, step_ms.max(1), opts)
+    }
+
+    fn series(
+        &self,
+        matchers: &[Matcher],
+        start_ms: i64,
+        end_ms: i64,
+    ) -> Result<Vec<Labels>, ApiError> {
+        self.db
+            .querier(start_ms, end_ms)
+            .and_then(|q| q.series(matchers))
+            .map_err(storage_err)
+    }
+
+    fn label_names(
+        &self,
+        matchers: &[Matcher],
+        start_ms: i64,
+        end_ms: i64,
+    ) -> Result<Vec<String>, ApiError> {
+        self.db
+            .querier(start_ms, end_ms)
+            .and_then(|q| q.label_names(matchers))
+            .map_err(storage_err)
+    }
+
+    fn label_values(
+        &self,
+        name: &str,
+        matchers: &[Matcher],
+        start_ms: i64,
+        end_ms: i64,
+    ) -> Result<Vec<String>, ApiError> {
+        self.db
+            .querier(start_ms, end_ms)
+            .and_then(|q| q.label_values(name, matchers))
+            .map_err(storage_err)
+    }
+
+    fn tsdb_status(&self, limit: usize) -> Result<TsdbStatus, ApiError> {
+        let st = self.db.stats();
+        let all = Matcher::new(MatchOp::RegexMatch, "__name__", ".+")
+            .map_err(|e| ApiError::internal(e.to_string()))?;
+        let (mint, maxt) = (st.head_min_time, st.head_max_time);
+        let series = if st.head_series > 0 && mint <= maxt {
+            self.series(&[all], mint, maxt)?
+        } else {
+            Vec::new()
+        };
+        let mut out = TsdbStatus::from_series(&series, limit);
+        out.num_series = st.head_series;
+        out.min_time = mint;
+        out.max_time = maxt;
+        Ok(out)
+    }
+}
