@@ -22,8 +22,8 @@ pub enum StorageError {
 
 /// A forward iterator over a series' samples `(t ms, value)` in time order, with seeking.
 pub trait SampleIter: Iterator<Item = (i64, f64)> {
-    /// Advances to the first sample with timestamp `>= t` and returns it (without consuming
-    /// it: the next `next()` returns the same sample). Never moves backwards.
+    /// Advances to the first sample with timestamp `>= t` and returns it (consuming it: the
+    /// next `next()` returns the sample after it). Never moves backwards.
     fn seek(&mut self, t: i64) -> Option<(i64, f64)>;
     /// An error met while iterating (e.g. a corrupt chunk); `None` when iteration ended
     /// normally.
@@ -32,20 +32,19 @@ pub trait SampleIter: Iterator<Item = (i64, f64)> {
     }
 }
 
-/// One selected series: its labels and an iterator over its samples.
-pub struct StoredSeries<'a> {
-    /// The series' labels (with `__name__`).
-    pub labels: Labels,
-    /// Its samples, possibly beyond `[mint, maxt]`.
-    pub samples: Box<dyn SampleIter + 'a>,
-}
-
-impl std::fmt::Debug for StoredSeries<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StoredSeries")
-            .field("labels", &self.labels)
-            .finish_non_exhaustive()
+/// The series a selection found: labels by index, and a fresh sample iterator per series
+/// that borrows the set (so a backend can keep its chunks mapped while they are read).
+pub trait SeriesSet {
+    /// The number of series.
+    fn len(&self) -> usize;
+    /// Whether there are none.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
     }
+    /// Labels of series `i` (with `__name__`).
+    fn labels(&self, i: usize) -> &Labels;
+    /// The samples of series `i`, possibly beyond the selected range.
+    fn samples(&self, i: usize) -> Box<dyn SampleIter + '_>;
 }
 
 /// What the PromQL engine reads: series selected by label matchers over a time range.
@@ -58,7 +57,7 @@ pub trait Queryable: Sync {
         matchers: &[Matcher],
         mint: i64,
         maxt: i64,
-    ) -> Result<Vec<StoredSeries<'_>>, StorageError>;
+    ) -> Result<Box<dyn SeriesSet + '_>, StorageError>;
 }
 
 /// A slice-backed [`SampleIter`].
@@ -90,7 +89,7 @@ impl SampleIter for SliceIter<'_> {
     fn seek(&mut self, t: i64) -> Option<(i64, f64)> {
         let rest = &self.points[self.pos..];
         self.pos += rest.partition_point(|p| p.0 < t);
-        self.points.get(self.pos).copied()
+        self.next()
     }
 }
 
@@ -127,13 +126,29 @@ impl MemStorage {
     }
 }
 
+struct MemSet<'a> {
+    series: Vec<(&'a Labels, &'a [(i64, f64)])>,
+}
+
+impl SeriesSet for MemSet<'_> {
+    fn len(&self) -> usize {
+        self.series.len()
+    }
+    fn labels(&self, i: usize) -> &Labels {
+        self.series[i].0
+    }
+    fn samples(&self, i: usize) -> Box<dyn SampleIter + '_> {
+        Box::new(SliceIter::new(self.series[i].1))
+    }
+}
+
 impl Queryable for MemStorage {
     fn select(
         &self,
         matchers: &[Matcher],
         mint: i64,
         maxt: i64,
-    ) -> Result<Vec<StoredSeries<'_>>, StorageError> {
+    ) -> Result<Box<dyn SeriesSet + '_>, StorageError> {
         let mut out = Vec::new();
         for (labels, pts) in &self.series {
             let ok = matchers
@@ -147,12 +162,58 @@ impl Queryable for MemStorage {
             if lo >= hi {
                 continue;
             }
-            out.push(StoredSeries {
-                labels: labels.clone(),
-                samples: Box::new(SliceIter::new(&pts[lo..hi])),
-            });
+            out.push((labels, &pts[lo..hi]));
         }
-        Ok(out)
+        Ok(Box::new(MemSet { series: out }))
+    }
+}
+
+/// Reads an on-disk [`inferdb_storage::Db`]: a querier over the range, its series streamed
+/// chunk by chunk.
+impl Queryable for inferdb_storage::Db {
+    fn select(
+        &self,
+        matchers: &[Matcher],
+        mint: i64,
+        maxt: i64,
+    ) -> Result<Box<dyn SeriesSet + '_>, StorageError> {
+        let q = self.querier(mint, maxt)?;
+        let series = q.select(matchers)?;
+        Ok(Box::new(DbSet { series }))
+    }
+}
+
+struct DbSet {
+    series: Vec<inferdb_storage::Series>,
+}
+
+struct DbIter<'a>(inferdb_storage::SeriesIter<'a>);
+
+impl Iterator for DbIter<'_> {
+    type Item = (i64, f64);
+    fn next(&mut self) -> Option<(i64, f64)> {
+        self.0.next()
+    }
+}
+
+impl SampleIter for DbIter<'_> {
+    fn seek(&mut self, t: i64) -> Option<(i64, f64)> {
+        self.0.seek(t)
+    }
+    fn err(&self) -> Option<String> {
+        self.0.err().map(|e| e.to_string())
+    }
+}
+
+impl SeriesSet for DbSet {
+    fn len(&self) -> usize {
+        self.series.len()
+    }
+    fn labels(&self, i: usize) -> &Labels {
+        self.series[i].labels()
+    }
+    fn samples(&self, i: usize) -> Box<dyn SampleIter + '_> {
+        Box::new(DbIter(self.series[i].iter()))
     }
 }
 
@@ -174,9 +235,8 @@ mod tests {
             .select(&[Matcher::new(MatchOp::Equal, "job", "a").unwrap()], 20, 50)
             .unwrap();
         assert_eq!(sel.len(), 1);
-        let mut it = sel.into_iter().next().unwrap().samples;
+        let mut it = sel.samples(0);
         assert_eq!(it.seek(35), Some((40, 4.0)));
-        assert_eq!(it.next(), Some((40, 4.0)));
         assert_eq!(it.next(), Some((50, 5.0)));
         assert_eq!(it.next(), None);
         let none = s
@@ -192,5 +252,41 @@ mod tests {
             )
             .unwrap();
         assert_eq!(all.len(), 2);
+    }
+
+    #[test]
+    fn db_answers_like_memory() {
+        use crate::{Engine, EngineOptions, Value};
+        let dir = tempfile::tempdir().unwrap();
+        let opts = inferdb_storage::Options {
+            background: false,
+            ..Default::default()
+        };
+        let db = inferdb_storage::Db::open(dir.path(), opts).unwrap();
+        let mut mem = MemStorage::new();
+        let mut app = db.appender();
+        for job in ["a", "b"] {
+            let l = Labels::from_pairs([("__name__", "req_total"), ("job", job)]);
+            for i in 0..2000i64 {
+                let v = (i * if job == "a" { 3 } else { 5 }) as f64;
+                app.append(&l, i * 15_000, v).unwrap();
+                mem.add(&l, i * 15_000, v);
+            }
+        }
+        app.commit().unwrap();
+        // Move part of the data into blocks so both paths are read.
+        db.cut_all().unwrap();
+        let e = Engine::new(EngineOptions::default());
+        let q = "sum by (job) (rate(req_total[5m]))";
+        let a = e.range(&db, q, 600_000, 29_000_000, 60_000).unwrap();
+        let b = e.range(&mem, q, 600_000, 29_000_000, 60_000).unwrap();
+        assert_eq!(a.value, b.value);
+        match a.value {
+            Value::Matrix(m) => {
+                assert_eq!(m.len(), 2);
+                assert!((m[0].floats[10].f - 0.2).abs() < 1e-9);
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -213,32 +213,26 @@ impl<'a> Evaluator<'a> {
         let mint = blo - offset - back;
         let maxt = bhi - offset;
         let key = vs as *const VectorSelector as usize;
-        let series = storage.select(&vs.matchers, mint, maxt)?;
-        let mut out: Vec<Loaded> = Vec::with_capacity(series.len());
-        for mut s in series {
+        let set = storage.select(&vs.matchers, mint, maxt)?;
+        let mut out: Vec<Loaded> = Vec::with_capacity(set.len());
+        for i in 0..set.len() {
             self.check_limits()?;
+            let mut it = set.samples(i);
             let mut points = Vec::new();
-            if let Some((t, v)) = s.samples.seek(mint) {
-                if t <= maxt {
-                    // seek does not consume
-                    for (t, v) in s.samples.by_ref() {
-                        if t > maxt {
-                            break;
-                        }
-                        if t >= mint {
-                            points.push(FPoint { t, f: v });
-                        }
-                    }
-                } else {
-                    let _ = v;
+            let mut cur = it.seek(mint);
+            while let Some((t, v)) = cur {
+                if t > maxt {
+                    break;
                 }
+                points.push(FPoint { t, f: v });
+                cur = it.next();
             }
-            if let Some(e) = s.samples.err() {
+            if let Some(e) = it.err() {
                 return Err(QueryError::Storage(crate::storage::StorageError::Other(e)));
             }
             if !points.is_empty() {
                 out.push(Loaded {
-                    metric: s.labels,
+                    metric: set.labels(i).clone(),
                     points,
                 });
             }
