@@ -71,7 +71,7 @@ pub fn format_number(v: f64) -> String {
     if v == v.trunc() && a < 1e15 {
         return format!("{}", v as i64);
     }
-    if a >= 1e21 || a < 1e-4 {
+    if !(1e-4..1e21).contains(&a) {
         format!("{v:e}")
     } else {
         format!("{v}")

@@ -51,10 +51,10 @@ fn sx(e: &Expr) -> String {
             format!("({}{m} {} {})", b.op.as_str(), sx(&b.lhs), sx(&b.rhs))
         }
         ExprKind::Aggregate(a) => format!(
-            "({}{}{} {}{})",
+            "({}{}{:?} {}{})",
             a.op.as_str(),
             if a.without { " without" } else { " by" },
-            format!("{:?}", a.grouping),
+            a.grouping,
             a.param
                 .as_ref()
                 .map_or(String::new(), |p| format!("{} ", sx(p))),

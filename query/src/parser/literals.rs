@@ -38,7 +38,7 @@ fn underscore_ok(s: &str) -> bool {
     if b.len() >= 2 && b[0] == b'0' && matches!(b[1].to_ascii_lowercase(), b'b' | b'o' | b'x') {
         i = 2;
         saw = b'0';
-        hex = b[1].to_ascii_lowercase() == b'x';
+        hex = b[1].eq_ignore_ascii_case(&b'x');
     }
     while i < b.len() {
         let c = b[i];
@@ -192,7 +192,7 @@ pub(crate) fn seconds_to_ms(secs: f64) -> i64 {
 
 /// Whether a duration literal in seconds overflows Go's `time.Duration`.
 pub(crate) fn duration_out_of_range(secs: f64) -> bool {
-    let lim = 9_223_372_036.854_775_808_f64;
+    let lim = 9_223_372_036.854_776_f64;
     secs > lim || secs < -lim
 }
 
