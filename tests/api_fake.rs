@@ -414,7 +414,8 @@ async fn range_query_shape_and_errors() {
             ("step".into(), step.into()),
         ]
     };
-    let cases: Vec<(Vec<(String, String)>, u16, &str)> = vec![
+    type Case<'a> = (Vec<(String, String)>, u16, &'a str);
+    let cases: Vec<Case> = vec![
         (
             bad(
                 "rate(vllm:prompt_tokens_total[1m0s]",

@@ -3,7 +3,6 @@
 use std::sync::Arc;
 
 use inferdb_query::ast::ValueType;
-use inferdb_query::storage::{Queryable, SampleIter, StorageError, StoredSeries};
 use inferdb_query::{Engine, EngineOptions, QueryError, Value};
 use inferdb_storage::{Db, Labels, MatchOp, Matcher};
 
@@ -12,59 +11,6 @@ use super::{
     ApiBackend, ExprType, MatrixSeries, QueryOptions, QueryOutput, QueryValue, TsdbStatus,
     VectorSample,
 };
-
-/// A [`Queryable`] view of a [`Db`]: each `select` takes a querier over the range and decodes
-/// the selected samples.
-pub struct DbQueryable<'a>(pub &'a Db);
-
-/// An owning sample iterator over decoded samples.
-struct VecIter {
-    points: Vec<(i64, f64)>,
-    pos: usize,
-}
-
-impl Iterator for VecIter {
-    type Item = (i64, f64);
-    fn next(&mut self) -> Option<(i64, f64)> {
-        let p = self.points.get(self.pos).copied();
-        if p.is_some() {
-            self.pos += 1;
-        }
-        p
-    }
-}
-
-impl SampleIter for VecIter {
-    fn seek(&mut self, t: i64) -> Option<(i64, f64)> {
-        let rest = &self.points[self.pos..];
-        self.pos += rest.partition_point(|p| p.0 < t);
-        self.points.get(self.pos).copied()
-    }
-}
-
-impl Queryable for DbQueryable<'_> {
-    fn select(
-        &self,
-        matchers: &[Matcher],
-        mint: i64,
-        maxt: i64,
-    ) -> Result<Vec<StoredSeries<'_>>, StorageError> {
-        let q = self.0.querier(mint, maxt)?;
-        let mut out = Vec::new();
-        for s in q.select(matchers)? {
-            let mut it = s.iter();
-            let points: Vec<(i64, f64)> = it.by_ref().collect();
-            if let Some(e) = it.err() {
-                return Err(StorageError::Other(e.to_string()));
-            }
-            out.push(StoredSeries {
-                labels: s.labels().clone(),
-                samples: Box::new(VecIter { points, pos: 0 }),
-            });
-        }
-        Ok(out)
-    }
-}
 
 /// The PromQL engine and the label index of a [`Db`], behind the HTTP API.
 pub struct DbBackend {
@@ -108,7 +54,7 @@ impl DbBackend {
         let res = self
             .engine(opts)
             .run(
-                &DbQueryable(&self.db),
+                &*self.db,
                 &expr,
                 query,
                 start,

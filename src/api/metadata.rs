@@ -42,15 +42,13 @@ pub(crate) async fn handle(
             .insert((m.typ, m.help, m.unit));
     }
     let mut data = String::from("{");
-    let mut n = 0usize;
-    for (family, entries) in &by_family {
+    for (n, (family, entries)) in by_family.iter().enumerate() {
         if limit.is_some_and(|l| n >= l) {
             break;
         }
         if n > 0 {
             data.push(',');
         }
-        n += 1;
         json::push_str(&mut data, family);
         data.push_str(":[");
         for (i, (typ, help, unit)) in entries.iter().enumerate() {

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use inferdb_query::engine::CancelToken;
 use inferdb_storage::{Labels, Matcher};
 
-pub use backend::{DbBackend, DbQueryable};
+pub use backend::DbBackend;
 pub use error::{ApiError, ErrorType};
 pub use router::{router, serve, ApiConfig, ApiState};
 
