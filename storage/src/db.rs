@@ -15,7 +15,8 @@ use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::block::{self, Block, BlockMeta};
 use crate::error::{Error, Result};
-use crate::head::{chunk, Appended, Head};
+use crate::head::arena::ChunkArena;
+use crate::head::{chunk, Head, MemSeries};
 use crate::labels::Labels;
 use crate::querier::Querier;
 use crate::wal::{self, RefSample, ReplayItem, ReplayStats, WalWriter};
@@ -120,7 +121,7 @@ pub(crate) struct DbInner {
     closed: AtomicBool,
     lock: Mutex<Option<File>>,
     open_stats: OpenStats,
-    pool: Mutex<Vec<Vec<RefSample>>>,
+    pool: Mutex<Vec<(Vec<RefSample>, Vec<Arc<MemSeries>>)>>,
 }
 
 struct Background {
@@ -178,7 +179,12 @@ impl Db {
             Some(l)
         };
         let blocks = open_blocks(&dir, opts.read_only, &mut stats)?;
-        let head = Head::new(opts.block_duration_ms.max(1));
+        let arena = if opts.read_only {
+            None
+        } else {
+            Some(ChunkArena::create(&dir.join("chunks_head"))?)
+        };
+        let head = Head::new(opts.block_duration_ms.max(1), arena);
         let wal_dir = dir.join("wal");
         let mut unknown = 0u64;
         let (replay, last_seg) = wal::replay(&wal_dir, opts.read_only, |it| {
@@ -234,10 +240,11 @@ impl Db {
 
     /// A new appender (a transaction).
     pub fn appender(&self) -> Appender<'_> {
-        let samples = self.inner.pool.lock().pop().unwrap_or_default();
+        let (samples, series) = self.inner.pool.lock().pop().unwrap_or_default();
         Appender {
             db: &self.inner,
             samples,
+            series,
             done: false,
         }
     }
@@ -370,8 +377,9 @@ impl Db {
         Ok(metas)
     }
 
-    /// Stops the background thread, fsyncs the WAL and releases the lock. The data stays in
-    /// the WAL (and blocks) for the next open.
+    /// Stops the background thread, replaces the WAL segments by a checkpoint of the head
+    /// (compressed chunks), fsyncs and releases the lock. The data stays in the WAL (and
+    /// blocks) for the next open.
     pub fn close(mut self) -> Result<()> {
         self.shutdown()
     }
@@ -389,9 +397,14 @@ impl Db {
             return Ok(());
         }
         let r = match &self.inner.wal {
-            Some(w) => w.lock().sync(),
+            Some(w) => {
+                // the checkpoint holds the head compressed, replacing the raw segments
+                let _m = self.inner.maint.lock();
+                self.inner.checkpoint(w).and_then(|_| w.lock().sync())
+            }
             None => Ok(()),
         };
+        self.inner.head.remove_arena();
         self.inner.lock.lock().take();
         r
     }
@@ -694,6 +707,7 @@ impl DbInner {
 pub struct Appender<'a> {
     db: &'a DbInner,
     samples: Vec<RefSample>,
+    series: Vec<Arc<MemSeries>>,
     done: bool,
 }
 
@@ -725,8 +739,9 @@ impl Appender<'_> {
         if self.db.opts.read_only {
             return Err(Error::ReadOnly);
         }
-        if self.db.head.check_append(r.0, t, v)? == Appended::New {
+        if let Some(m) = self.db.head.check_append_series(r.0, t, v)? {
             self.samples.push(RefSample { r: r.0, t, v });
+            self.series.push(m);
         }
         Ok(())
     }
@@ -753,7 +768,7 @@ impl Appender<'_> {
         self.done = true;
         let r = self.commit_inner();
         if r.is_err() {
-            self.db.head.rollback(&self.samples);
+            self.db.head.rollback_series(&self.series);
         }
         r
     }
@@ -776,28 +791,30 @@ impl Appender<'_> {
             }
             return Err(e);
         }
-        self.db.head.commit(&self.samples);
+        self.db.head.commit_series(&self.samples, &mut self.series);
         Ok(())
     }
 
     /// Discards the pending samples.
     pub fn rollback(mut self) {
         self.done = true;
-        self.db.head.rollback(&self.samples);
+        self.db.head.rollback_series(&self.series);
     }
 }
 
 impl Drop for Appender<'_> {
     fn drop(&mut self) {
         if !self.done {
-            self.db.head.rollback(&self.samples);
+            self.db.head.rollback_series(&self.series);
         }
         let mut s = std::mem::take(&mut self.samples);
+        let mut m = std::mem::take(&mut self.series);
         s.clear();
+        m.clear();
         if s.capacity() <= 1 << 20 {
             let mut pool = self.db.pool.lock();
             if pool.len() < 8 {
-                pool.push(s);
+                pool.push((s, m));
             }
         }
     }

@@ -12,7 +12,7 @@ use crate::matcher::Matcher;
 
 enum Src {
     Block(Arc<Block>, u64),
-    Mem(Arc<[u8]>),
+    Head(crate::head::HeadChunk),
 }
 
 struct SChunk {
@@ -85,7 +85,7 @@ impl Querier {
                 e.push(SChunk {
                     min_time: c.min_time,
                     max_time: c.max_time,
-                    src: Src::Mem(c.data),
+                    src: Src::Head(c),
                 });
             }
         }
@@ -215,7 +215,7 @@ impl<'a> SeriesIter<'a> {
                     return None;
                 }
             },
-            Src::Mem(d) => d,
+            Src::Head(c) => c.bytes(),
         };
         match chunk::decode(bytes) {
             Ok(it) => Some(it),

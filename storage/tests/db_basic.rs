@@ -196,18 +196,29 @@ fn label_names_values_and_series() {
     assert!(q.select(&[]).unwrap().is_empty());
 }
 
+/// Copies the WAL of a running database: what a crash would leave behind.
+fn crash_image(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to.join("wal")).unwrap();
+    for e in std::fs::read_dir(from.join("wal")).unwrap() {
+        let p = e.unwrap().path();
+        std::fs::copy(&p, to.join("wal").join(p.file_name().unwrap())).unwrap();
+    }
+}
+
 #[test]
 fn torn_wal_tail_is_repaired_not_fatal() {
     let d = tempfile::tempdir().unwrap();
+    let crashed = tempfile::tempdir().unwrap();
     let db = Db::open(d.path(), opts()).unwrap();
     for t in 0..10 {
         let mut app = db.appender();
         app.append(&l("m", "a"), t, t as f64).unwrap();
         app.commit().unwrap();
     }
+    crash_image(d.path(), crashed.path());
     db.close().unwrap();
     // cut 3 bytes off the newest non-empty segment
-    let wal = d.path().join("wal");
+    let wal = crashed.path().join("wal");
     let mut segs: Vec<_> = std::fs::read_dir(&wal)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -222,7 +233,7 @@ fn torn_wal_tail_is_repaired_not_fatal() {
         .unwrap()
         .set_len(len - 3)
         .unwrap();
-    let db = Db::open(d.path(), opts()).unwrap();
+    let db = Db::open(crashed.path(), opts()).unwrap();
     let c = &db.open_stats().wal.corruptions;
     assert_eq!(c.len(), 1);
     assert_eq!(&c[0].path, last);
@@ -232,9 +243,34 @@ fn torn_wal_tail_is_repaired_not_fatal() {
     app.append(&l("m", "a"), 9, 9.0).unwrap();
     app.commit().unwrap();
     db.close().unwrap();
-    let db = Db::open(d.path(), opts()).unwrap();
+    let db = Db::open(crashed.path(), opts()).unwrap();
     assert!(db.open_stats().wal.corruptions.is_empty());
     assert_eq!(read_all(&db, &[])[0].1.len(), 10);
+}
+
+#[test]
+fn close_checkpoints_the_wal() {
+    let d = tempfile::tempdir().unwrap();
+    let db = Db::open(d.path(), opts()).unwrap();
+    let mut app = db.appender();
+    for t in 0..1000 {
+        app.append(&l("m", "a"), t * 15_000, (t * 3) as f64)
+            .unwrap();
+    }
+    app.commit().unwrap();
+    let wal_size = |p: &std::path::Path| -> u64 {
+        std::fs::read_dir(p.join("wal"))
+            .unwrap()
+            .map(|e| e.unwrap().metadata().unwrap().len())
+            .sum()
+    };
+    let raw = wal_size(d.path());
+    db.close().unwrap();
+    let packed = wal_size(d.path());
+    assert!(packed * 4 < raw, "checkpoint {packed} vs segments {raw}");
+    assert!(!d.path().join("chunks_head").exists());
+    let db = Db::open(d.path(), opts()).unwrap();
+    assert_eq!(read_all(&db, &[])[0].1.len(), 1000);
 }
 
 #[test]

@@ -9,6 +9,8 @@
 //! Chunks are cut at [`MAX_SAMPLES_PER_CHUNK`] samples and at multiples of the chunk range (the
 //! block duration), so a block cut never splits a chunk.
 
+pub mod arena;
+
 pub(crate) use crate::chunk;
 
 use std::collections::{BTreeMap, HashMap};
@@ -27,7 +29,16 @@ use chunk::{ChunkWriter, MAX_SAMPLES_PER_CHUNK};
 pub const SHARDS: usize = 16;
 const SHARD_BITS: u32 = 4;
 
-/// A full (closed) head chunk.
+/// Where a head chunk's bytes are.
+#[derive(Clone)]
+pub enum ChunkData {
+    /// On the heap (the open chunk's snapshot, or when no arena is used).
+    Mem(Arc<[u8]>),
+    /// In a memory-mapped arena file.
+    Arena(arena::ArenaChunk),
+}
+
+/// A head chunk.
 #[derive(Clone)]
 pub struct HeadChunk {
     /// Time of the first sample.
@@ -35,7 +46,24 @@ pub struct HeadChunk {
     /// Time of the last sample.
     pub max_time: i64,
     /// The encoded chunk.
-    pub data: Arc<[u8]>,
+    pub data: ChunkData,
+}
+
+impl HeadChunk {
+    /// The encoded chunk.
+    pub fn bytes(&self) -> &[u8] {
+        match &self.data {
+            ChunkData::Mem(b) => b,
+            ChunkData::Arena(c) => c.bytes(),
+        }
+    }
+
+    fn heap_bytes(&self) -> usize {
+        match &self.data {
+            ChunkData::Mem(b) => b.len() + 16,
+            ChunkData::Arena(_) => 0,
+        }
+    }
 }
 
 struct SeriesInner {
@@ -78,7 +106,7 @@ impl MemSeries {
             out.push(HeadChunk {
                 min_time: g.open.min_time(),
                 max_time: g.open.max_time(),
-                data: g.open.finish().into(),
+                data: ChunkData::Mem(g.open.finish().into()),
             });
         }
         out
@@ -95,22 +123,31 @@ impl MemSeries {
             + labels
             + g.open.heap_bytes()
             + g.full.capacity() * std::mem::size_of::<HeadChunk>()
-            + g.full.iter().map(|c| c.data.len() + 16).sum::<usize>()
+            + g.full.iter().map(HeadChunk::heap_bytes).sum::<usize>()
     }
 }
 
 impl SeriesInner {
     /// Appends a sample known to be newer than `last`.
-    fn push(&mut self, t: i64, v: f64, chunk_range: i64) {
+    fn push(&mut self, t: i64, v: f64, chunk_range: i64, arena: Option<&arena::ChunkArena>) {
         if !self.open.is_empty()
             && (self.open.len() >= MAX_SAMPLES_PER_CHUNK
                 || t.div_euclid(chunk_range) != self.open.min_time().div_euclid(chunk_range))
         {
             let full = std::mem::take(&mut self.open);
+            let bytes = full.finish();
+            let data = match arena.map(|a| a.add(&bytes)) {
+                Some(Ok(c)) => ChunkData::Arena(c),
+                Some(Err(e)) => {
+                    tracing::warn!(error = %e, "head chunk arena full or failing; chunk kept in memory");
+                    ChunkData::Mem(bytes.into())
+                }
+                None => ChunkData::Mem(bytes.into()),
+            };
             self.full.push(HeadChunk {
                 min_time: full.min_time(),
                 max_time: full.max_time(),
-                data: full.finish().into(),
+                data,
             });
         }
         self.open.append(t, v);
@@ -162,6 +199,7 @@ pub struct Head {
     min_time: AtomicI64,
     max_time: AtomicI64,
     chunk_range: i64,
+    arena: Option<arena::ChunkArena>,
     unlogged: Mutex<Vec<u64>>,
     /// Counters by reason.
     pub stats: HeadStats,
@@ -177,8 +215,9 @@ pub enum Appended {
 }
 
 impl Head {
-    /// An empty head whose chunks do not cross multiples of `chunk_range` ms.
-    pub fn new(chunk_range: i64) -> Head {
+    /// An empty head whose chunks do not cross multiples of `chunk_range` ms; full chunks
+    /// go to `arena` when given, else stay on the heap.
+    pub fn new(chunk_range: i64, arena: Option<arena::ChunkArena>) -> Head {
         Head {
             shards: (0..SHARDS).map(|_| RwLock::new(Shard::default())).collect(),
             postings: RwLock::new(BTreeMap::new()),
@@ -186,6 +225,7 @@ impl Head {
             min_time: AtomicI64::new(i64::MAX),
             max_time: AtomicI64::new(i64::MIN),
             chunk_range: chunk_range.max(1),
+            arena,
             unlogged: Mutex::new(Vec::new()),
             stats: HeadStats::default(),
         }
@@ -340,6 +380,16 @@ impl Head {
 
     /// Checks a sample for series `r` and marks it pending. Counts rejections by reason.
     pub fn check_append(&self, r: u64, t: i64, v: f64) -> Result<Appended> {
+        Ok(match self.check_append_series(r, t, v)? {
+            Some(_) => Appended::New,
+            None => Appended::Duplicate,
+        })
+    }
+
+    /// Like [`Head::check_append`]; returns the series for a new sample (to hand to
+    /// [`Head::commit_series`]), `None` for an exact duplicate.
+    #[inline]
+    pub fn check_append_series(&self, r: u64, t: i64, v: f64) -> Result<Option<Arc<MemSeries>>> {
         let shard = self.shards[Self::shard_of(r)].read();
         let Some(m) = shard.get(r) else {
             return Err(Error::UnknownSeries(r));
@@ -357,7 +407,7 @@ impl Head {
             if t == lt {
                 if v.to_bits() == lv {
                     self.stats.exact_duplicates.fetch_add(1, Ordering::Relaxed);
-                    return Ok(Appended::Duplicate);
+                    return Ok(None);
                 }
                 self.stats
                     .duplicate_timestamp
@@ -366,26 +416,46 @@ impl Head {
             }
         }
         g.pending = Some((t, v.to_bits()));
-        Ok(Appended::New)
+        drop(g);
+        Ok(Some(m.clone()))
     }
 
     /// Applies checked samples (after they are in the WAL) and clears their pending marks.
     pub fn commit(&self, samples: &[RefSample]) {
+        self.commit_inner(samples, |i| self.series(samples[i].r));
+    }
+
+    /// Applies checked samples with their series as returned by
+    /// [`Head::check_append_series`] (`series[i]` belongs to `samples[i]`); empties `series`.
+    pub fn commit_series(&self, samples: &[RefSample], series: &mut Vec<Arc<MemSeries>>) {
+        let mut it = series.drain(..);
+        let mut ahead: std::collections::VecDeque<Arc<MemSeries>> = Default::default();
+        self.commit_inner(samples, |_| {
+            // keep a few series ahead and prefetch them: the series are cold for big commits
+            while ahead.len() < 5 {
+                let Some(m) = it.next() else { break };
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: prefetching is only a hint; any address is allowed.
+                unsafe {
+                    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+                    _mm_prefetch::<_MM_HINT_T0>(Arc::as_ptr(&m) as *const i8);
+                }
+                ahead.push_back(m);
+            }
+            ahead.pop_front()
+        });
+    }
+
+    fn commit_inner<M: std::ops::Deref<Target = MemSeries>>(
+        &self,
+        samples: &[RefSample],
+        mut series: impl FnMut(usize) -> Option<M>,
+    ) {
         let (mut lo, mut hi) = (i64::MAX, i64::MIN);
         let mut n = 0u64;
-        let mut cur: Option<(u64, Arc<MemSeries>)> = None;
         let min_valid = self.min_valid.load(Ordering::Acquire);
-        for s in samples {
-            let m = match &cur {
-                Some((r, m)) if *r == s.r => m.clone(),
-                _ => match self.series(s.r) {
-                    Some(m) => {
-                        cur = Some((s.r, m.clone()));
-                        m
-                    }
-                    None => continue,
-                },
-            };
+        for (i, s) in samples.iter().enumerate() {
+            let Some(m) = series(i) else { continue };
             let mut g = m.inner.lock();
             g.pending = None;
             if g.last.is_some_and(|(lt, _)| s.t <= lt) {
@@ -396,7 +466,7 @@ impl Head {
                 self.stats.out_of_bounds.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
-            g.push(s.t, s.v, self.chunk_range);
+            g.push(s.t, s.v, self.chunk_range, self.arena.as_ref());
             lo = lo.min(s.t);
             hi = hi.max(s.t);
             n += 1;
@@ -417,6 +487,13 @@ impl Head {
         }
     }
 
+    /// Clears the pending marks of these series.
+    pub fn rollback_series(&self, series: &[Arc<MemSeries>]) {
+        for m in series {
+            m.inner.lock().pending = None;
+        }
+    }
+
     /// Appends one replayed sample: silently skips unknown series, samples before the minimum
     /// valid time and samples not newer than the series' last one. Returns whether it was added.
     pub fn replay_sample(&self, m: &MemSeries, t: i64, v: f64) -> bool {
@@ -427,7 +504,7 @@ impl Head {
         if g.last.is_some_and(|(lt, _)| t <= lt) {
             return false;
         }
-        g.push(t, v, self.chunk_range);
+        g.push(t, v, self.chunk_range, self.arena.as_ref());
         self.min_time.fetch_min(t, Ordering::Relaxed);
         self.max_time.fetch_max(t, Ordering::Relaxed);
         true
@@ -526,7 +603,7 @@ impl Head {
                 .full
                 .iter()
                 .filter(|c| c.min_time >= mint && c.max_time < maxt)
-                .map(|c| c.data.to_vec())
+                .map(|c| c.bytes().to_vec())
                 .collect();
             if !g.open.is_empty() && g.open.min_time() >= mint && g.open.max_time() < maxt {
                 cs.push(g.open.finish());
@@ -607,6 +684,13 @@ impl Head {
         removed.len()
     }
 
+    /// Removes the chunk arena's files (after close).
+    pub fn remove_arena(&self) {
+        if let Some(a) = &self.arena {
+            a.remove();
+        }
+    }
+
     /// Approximate heap memory held by the head (series, labels, chunks, postings).
     pub fn memory_bytes(&self) -> usize {
         let series: usize = self.all_series().iter().map(|m| m.heap_bytes()).sum();
@@ -644,7 +728,7 @@ impl Head {
         for m in &all {
             let g = m.inner.lock();
             let open = (!g.open.is_empty()).then(|| g.open.finish());
-            let chunks = g.full.iter().map(|c| &c.data[..]).chain(open.as_deref());
+            let chunks = g.full.iter().map(HeadChunk::bytes).chain(open.as_deref());
             crate::wal::record::encode_chunks(buf, m.r, chunks);
         }
     }
@@ -666,14 +750,14 @@ mod tests {
         let m = h.series(r).unwrap();
         let mut out = Vec::new();
         for c in m.chunks(i64::MIN, i64::MAX) {
-            out.extend(chunk::decode(&c.data).unwrap());
+            out.extend(chunk::decode(c.bytes()).unwrap());
         }
         out
     }
 
     #[test]
     fn append_rules_by_reason() {
-        let h = Head::new(1000);
+        let h = Head::new(1000, None);
         let r = h.get_or_create(&l("a")).unwrap();
         assert_eq!(h.get_or_create(&l("a")).unwrap(), r);
         assert_eq!(h.check_append(r, 10, 1.0).unwrap(), Appended::New);
@@ -715,7 +799,7 @@ mod tests {
 
     #[test]
     fn cuts_chunks_and_truncates() {
-        let h = Head::new(1000);
+        let h = Head::new(1000, None);
         let a = h.get_or_create(&l("a")).unwrap();
         let b = h.get_or_create(&l("b")).unwrap();
         let mut batch = Vec::new();
@@ -731,7 +815,7 @@ mod tests {
         let m = h.series(a).unwrap();
         for c in m.chunks(i64::MIN, i64::MAX) {
             assert_eq!(c.min_time.div_euclid(1000), c.max_time.div_euclid(1000));
-            assert!(chunk::decode(&c.data).unwrap().count() <= MAX_SAMPLES_PER_CHUNK);
+            assert!(chunk::decode(c.bytes()).unwrap().count() <= MAX_SAMPLES_PER_CHUNK);
         }
         let cut = h.chunks_in_range(0, 1000);
         assert_eq!(cut.len(), 2);
@@ -753,7 +837,7 @@ mod tests {
     #[test]
     fn selects_by_matchers() {
         use crate::matcher::MatchOp;
-        let h = Head::new(1000);
+        let h = Head::new(1000, None);
         for v in ["a", "b", "c"] {
             h.get_or_create(&l(v)).unwrap();
         }
@@ -784,7 +868,7 @@ mod tests {
 
     #[test]
     fn replay_with_refs() {
-        let h = Head::new(1000);
+        let h = Head::new(1000, None);
         let la = l("a");
         let r = (7 << SHARD_BITS) | (la.stable_hash() as usize % SHARDS) as u64;
         assert!(h.create_with_ref(r, la.clone()));

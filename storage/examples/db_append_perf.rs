@@ -1,0 +1,98 @@
+//! Measures the append rate through `Appender::append_ref` (one commit per scrape, WAL on)
+//! and the head memory per active series.
+//!
+//! `cargo run --release -p inferdb-storage --example db_append_perf -- [series] [scrapes]`
+
+use std::time::Instant;
+
+use inferdb_storage::{Db, Labels, Options};
+
+fn main() {
+    let args: Vec<u64> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    let n_series = args.first().copied().unwrap_or(10_000) as usize;
+    let scrapes = args.get(1).copied().unwrap_or(720) as i64;
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(
+        tmp.path(),
+        Options {
+            background: true,
+            ..Options::default()
+        },
+    )
+    .expect("open");
+    let labels: Vec<Labels> = (0..n_series)
+        .map(|i| {
+            Labels::from_pairs([
+                ("__name__", format!("vllm:metric_{}", i % 40)),
+                ("model_name", "meta-llama/Llama-3.1-8B-Instruct".to_string()),
+                (
+                    "instance",
+                    format!("10.0.{}.{}:8000", i / 40 / 250, (i / 40) % 250),
+                ),
+                ("job", "vllm".to_string()),
+                ("le", format!("{}", i % 13)),
+            ])
+        })
+        .collect();
+    let mut app = db.appender();
+    let refs: Vec<_> = labels
+        .iter()
+        .map(|l| app.get_ref(l).expect("ref"))
+        .collect();
+    app.commit().expect("commit");
+    let base = 1_796_198_400_000i64;
+    let start = Instant::now();
+    let cpu0 = cpu_seconds();
+    let mut x: u64 = 0x9e3779b97f4a7c15;
+    for s in 0..scrapes {
+        let t = base + s * 15_000;
+        let mut app = db.appender();
+        for (i, r) in refs.iter().enumerate() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // counters (whole numbers, uneven steps) and full-precision gauges
+            let v = if i % 3 == 0 {
+                (x % 1000) as f64 / 997.0
+            } else {
+                (s * 37 + (x % 50) as i64) as f64
+            };
+            app.append_ref(*r, t, v).expect("append");
+        }
+        app.commit().expect("commit");
+    }
+    let el = start.elapsed().as_secs_f64();
+    let cpu = cpu_seconds() - cpu0;
+    let total = n_series as f64 * scrapes as f64;
+    let st = db.stats();
+    println!(
+        "appended {} samples of {} series in {:.3} s wall, {:.3} s CPU (all threads): \
+         {:.2} M samples/s wall, {:.2} M samples per CPU second",
+        total,
+        n_series,
+        el,
+        cpu,
+        total / el / 1e6,
+        total / cpu / 1e6
+    );
+    println!(
+        "head: {} series, {} bytes, {:.0} bytes/series ({} samples/series in the head)",
+        st.head_series,
+        st.head_memory_bytes,
+        st.head_memory_bytes as f64 / st.head_series as f64,
+        scrapes
+    );
+    db.close().expect("close");
+}
+
+/// User + system CPU time of the whole process (all threads), in seconds.
+fn cpu_seconds() -> f64 {
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage fills the struct we own.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
