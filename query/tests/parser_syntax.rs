@@ -524,3 +524,30 @@ fn info_label_selector_may_match_empty() {
         "1:14: parse error: expected label selectors only, got vector selector instead"
     );
 }
+
+#[test]
+fn deep_nesting_is_an_error_not_a_stack_overflow() {
+    use inferdb_query::parser::MAX_NESTING;
+    let n = 100_000;
+    for q in [
+        format!("{}1{}", "(".repeat(n), ")".repeat(n)),
+        format!("{}1", "-".repeat(n)),
+        format!("x{}", " + x".repeat(n)),
+        format!("{}x{}", "sum(".repeat(n), ")".repeat(n)),
+        format!("x{}", "[1m:]".repeat(n)),
+        format!("x[{}1{}]", "(".repeat(n), ")".repeat(n)),
+        format!("x offset ({}1{})", "(".repeat(n), ")".repeat(n)),
+    ] {
+        let e = parse(&q).unwrap_err();
+        assert!(e.message.contains("nested too deeply"), "{}", e.message);
+    }
+    // Realistic depths are fine.
+    let q = format!(
+        "{}1{}",
+        "(".repeat(MAX_NESTING / 2),
+        ")".repeat(MAX_NESTING / 2)
+    );
+    assert!(parse(&q).is_ok());
+    let q = format!("x{}", " or x".repeat(MAX_NESTING / 2));
+    assert!(parse(&q).is_ok());
+}

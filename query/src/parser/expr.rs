@@ -18,9 +18,15 @@ pub(crate) struct Parser<'a> {
     pub(crate) input: &'a str,
     toks: Vec<Token>,
     i: usize,
+    /// Current nesting depth (see [`MAX_NESTING`]).
+    depth: usize,
     /// Errors in the order Prometheus would add them; the first one is reported.
     pub(crate) errors: Vec<ParseError>,
 }
+
+/// The deepest expression nesting accepted (parentheses, operands, calls, modifiers). Keeps
+/// parsing, printing, checking, evaluating and dropping a tree within a thread's stack.
+pub const MAX_NESTING: usize = 128;
 
 /// Precedence of `^`.
 const POW_PREC: u8 = 6;
@@ -122,6 +128,7 @@ impl<'a> Parser<'a> {
             input,
             toks: lexer::lex(input),
             i: 0,
+            depth: 0,
             errors: Vec::new(),
         }
     }
@@ -301,6 +308,27 @@ impl<'a> Parser<'a> {
 
     /// An expression whose binary operators all bind at least as tightly as `min_prec`.
     fn expr(&mut self, min_prec: u8) -> PResult<Expr> {
+        let saved = self.depth;
+        let r = self.enter().and_then(|_| self.expr_inner(min_prec));
+        self.depth = saved;
+        r
+    }
+
+    /// Counts one level of nesting; errors beyond [`MAX_NESTING`].
+    fn enter(&mut self) -> PResult<()> {
+        self.depth += 1;
+        if self.depth > MAX_NESTING {
+            let pos = self.peek().start;
+            self.err_at(
+                pos,
+                format!("expression nested too deeply (more than {MAX_NESTING} levels)"),
+            );
+            return Err(Abort);
+        }
+        Ok(())
+    }
+
+    fn expr_inner(&mut self, min_prec: u8) -> PResult<Expr> {
         let mut lhs = self.unary()?;
         loop {
             let t = self.peek().clone();
@@ -320,6 +348,7 @@ impl<'a> Parser<'a> {
                 break;
             }
             self.bump();
+            self.enter()?;
             let (return_bool, matching) = self.bin_modifiers(op)?;
             let next_min = if op.is_right_assoc() { prec } else { prec + 1 };
             let rhs = self.expr(next_min)?;
@@ -784,9 +813,19 @@ impl<'a> Parser<'a> {
     }
 
     /// Range selectors, subqueries, `offset` and `@` after an expression.
-    fn postfix(&mut self, mut e: Expr) -> PResult<Expr> {
+    fn postfix(&mut self, e: Expr) -> PResult<Expr> {
+        let saved = self.depth;
+        let r = self.postfix_inner(e);
+        self.depth = saved;
+        r
+    }
+
+    fn postfix_inner(&mut self, mut e: Expr) -> PResult<Expr> {
         loop {
             let t = self.peek().clone();
+            if matches!(t.kind, Tok::LeftBracket | Tok::Offset | Tok::At) {
+                self.enter()?;
+            }
             e = match t.kind {
                 Tok::LeftBracket => self.range_or_subquery(e)?,
                 Tok::Offset => self.offset(e)?,
@@ -878,6 +917,20 @@ impl<'a> Parser<'a> {
 
     /// A duration expression (inside brackets or parentheses after `offset`).
     fn duration_expr(&mut self, min_prec: u8, context: &str, expected: &str) -> PResult<Expr> {
+        let saved = self.depth;
+        let r = self
+            .enter()
+            .and_then(|_| self.duration_expr_inner(min_prec, context, expected));
+        self.depth = saved;
+        r
+    }
+
+    fn duration_expr_inner(
+        &mut self,
+        min_prec: u8,
+        context: &str,
+        expected: &str,
+    ) -> PResult<Expr> {
         let mut lhs = self.duration_unary(context, expected)?;
         loop {
             let t = self.peek().clone();
@@ -895,6 +948,7 @@ impl<'a> Parser<'a> {
                 break;
             }
             self.bump();
+            self.enter()?;
             let next_min = if op.is_right_assoc() { prec } else { prec + 1 };
             let rhs = self.duration_expr(next_min, context, expected)?;
             let sp = span(lhs.span.start, rhs.span.end);

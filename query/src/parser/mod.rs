@@ -29,6 +29,8 @@ use inferdb_storage::Matcher;
 
 use crate::ast::Expr;
 
+pub use expr::MAX_NESTING;
+
 /// A parse error: where and what, as Prometheus reports it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{line}:{column}: parse error: {message}")]
