@@ -22,8 +22,8 @@ pub enum StorageError {
 
 /// A forward iterator over a series' samples `(t ms, value)` in time order, with seeking.
 pub trait SampleIter: Iterator<Item = (i64, f64)> {
-    /// Advances to the first sample with timestamp `>= t` and returns it (consuming it: the
-    /// next `next()` returns the sample after it). Never moves backwards.
+    /// Advances to the first sample with timestamp `>= t` and returns it. Implementations may
+    /// or may not consume it (the engine skips a repeated sample). Never moves backwards.
     fn seek(&mut self, t: i64) -> Option<(i64, f64)>;
     /// An error met while iterating (e.g. a corrupt chunk); `None` when iteration ended
     /// normally.
@@ -32,32 +32,34 @@ pub trait SampleIter: Iterator<Item = (i64, f64)> {
     }
 }
 
-/// The series a selection found: labels by index, and a fresh sample iterator per series
-/// that borrows the set (so a backend can keep its chunks mapped while they are read).
-pub trait SeriesSet {
-    /// The number of series.
-    fn len(&self) -> usize;
-    /// Whether there are none.
-    fn is_empty(&self) -> bool {
-        self.len() == 0
+/// One selected series: its labels and an iterator over its samples.
+pub struct StoredSeries<'a> {
+    /// The series' labels (with `__name__`).
+    pub labels: Labels,
+    /// Its samples, possibly beyond `[mint, maxt]`.
+    pub samples: Box<dyn SampleIter + 'a>,
+}
+
+impl std::fmt::Debug for StoredSeries<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoredSeries")
+            .field("labels", &self.labels)
+            .finish_non_exhaustive()
     }
-    /// Labels of series `i` (with `__name__`).
-    fn labels(&self, i: usize) -> &Labels;
-    /// The samples of series `i`, possibly beyond the selected range.
-    fn samples(&self, i: usize) -> Box<dyn SampleIter + '_>;
 }
 
 /// What the PromQL engine reads: series selected by label matchers over a time range.
 pub trait Queryable: Sync {
     /// The series matching all `matchers` that may have samples in `[mint, maxt]`
     /// (milliseconds, inclusive), sorted by labels. A matcher on a label a series lacks sees
-    /// the empty string, as in Prometheus.
+    /// the empty string, as in Prometheus. The engine seeks each iterator to `mint` and reads
+    /// forward until `maxt`.
     fn select(
         &self,
         matchers: &[Matcher],
         mint: i64,
         maxt: i64,
-    ) -> Result<Box<dyn SeriesSet + '_>, StorageError>;
+    ) -> Result<Vec<StoredSeries<'_>>, StorageError>;
 }
 
 /// A slice-backed [`SampleIter`].
@@ -86,6 +88,39 @@ impl Iterator for SliceIter<'_> {
 }
 
 impl SampleIter for SliceIter<'_> {
+    fn seek(&mut self, t: i64) -> Option<(i64, f64)> {
+        let rest = &self.points[self.pos..];
+        self.pos += rest.partition_point(|p| p.0 < t);
+        self.next()
+    }
+}
+
+/// An owning [`SampleIter`] over decoded samples.
+#[derive(Debug, Clone, Default)]
+pub struct VecIter {
+    points: Vec<(i64, f64)>,
+    pos: usize,
+}
+
+impl VecIter {
+    /// Iterates `points` (sorted by time).
+    pub fn new(points: Vec<(i64, f64)>) -> Self {
+        VecIter { points, pos: 0 }
+    }
+}
+
+impl Iterator for VecIter {
+    type Item = (i64, f64);
+    fn next(&mut self) -> Option<(i64, f64)> {
+        let p = self.points.get(self.pos).copied();
+        if p.is_some() {
+            self.pos += 1;
+        }
+        p
+    }
+}
+
+impl SampleIter for VecIter {
     fn seek(&mut self, t: i64) -> Option<(i64, f64)> {
         let rest = &self.points[self.pos..];
         self.pos += rest.partition_point(|p| p.0 < t);
@@ -126,29 +161,13 @@ impl MemStorage {
     }
 }
 
-struct MemSet<'a> {
-    series: Vec<(&'a Labels, &'a [(i64, f64)])>,
-}
-
-impl SeriesSet for MemSet<'_> {
-    fn len(&self) -> usize {
-        self.series.len()
-    }
-    fn labels(&self, i: usize) -> &Labels {
-        self.series[i].0
-    }
-    fn samples(&self, i: usize) -> Box<dyn SampleIter + '_> {
-        Box::new(SliceIter::new(self.series[i].1))
-    }
-}
-
 impl Queryable for MemStorage {
     fn select(
         &self,
         matchers: &[Matcher],
         mint: i64,
         maxt: i64,
-    ) -> Result<Box<dyn SeriesSet + '_>, StorageError> {
+    ) -> Result<Vec<StoredSeries<'_>>, StorageError> {
         let mut out = Vec::new();
         for (labels, pts) in &self.series {
             let ok = matchers
@@ -162,58 +181,62 @@ impl Queryable for MemStorage {
             if lo >= hi {
                 continue;
             }
-            out.push((labels, &pts[lo..hi]));
+            out.push(StoredSeries {
+                labels: labels.clone(),
+                samples: Box::new(SliceIter::new(&pts[lo..hi])),
+            });
         }
-        Ok(Box::new(MemSet { series: out }))
+        Ok(out)
     }
 }
 
-/// Reads an on-disk [`inferdb_storage::Db`]: a querier over the range, its series streamed
-/// chunk by chunk.
+/// Reads an on-disk [`inferdb_storage::Db`]: a querier over the range; each selected series'
+/// chunks are decoded once, within the range only.
 impl Queryable for inferdb_storage::Db {
     fn select(
         &self,
         matchers: &[Matcher],
         mint: i64,
         maxt: i64,
-    ) -> Result<Box<dyn SeriesSet + '_>, StorageError> {
+    ) -> Result<Vec<StoredSeries<'_>>, StorageError> {
         let q = self.querier(mint, maxt)?;
-        let series = q.select(matchers)?;
-        Ok(Box::new(DbSet { series }))
+        let mut out = Vec::new();
+        for s in q.select(matchers)? {
+            let mut it = s.iter();
+            let mut points = Vec::new();
+            if let Some(first) = it.seek(mint) {
+                points.push(first);
+                points.extend(it.by_ref().take_while(|p| p.0 <= maxt));
+            }
+            if let Some(e) = it.err() {
+                return Err(StorageError::Storage(clone_err(e)));
+            }
+            if points.is_empty() {
+                continue;
+            }
+            out.push(StoredSeries {
+                labels: s.labels().clone(),
+                samples: Box::new(VecIter::new(points)),
+            });
+        }
+        Ok(out)
     }
 }
 
-struct DbSet {
-    series: Vec<inferdb_storage::Series>,
-}
-
-struct DbIter<'a>(inferdb_storage::SeriesIter<'a>);
-
-impl Iterator for DbIter<'_> {
-    type Item = (i64, f64);
-    fn next(&mut self) -> Option<(i64, f64)> {
-        self.0.next()
-    }
-}
-
-impl SampleIter for DbIter<'_> {
-    fn seek(&mut self, t: i64) -> Option<(i64, f64)> {
-        self.0.seek(t)
-    }
-    fn err(&self) -> Option<String> {
-        self.0.err().map(|e| e.to_string())
-    }
-}
-
-impl SeriesSet for DbSet {
-    fn len(&self) -> usize {
-        self.series.len()
-    }
-    fn labels(&self, i: usize) -> &Labels {
-        self.series[i].labels()
-    }
-    fn samples(&self, i: usize) -> Box<dyn SampleIter + '_> {
-        Box::new(DbIter(self.series[i].iter()))
+fn clone_err(e: &inferdb_storage::Error) -> inferdb_storage::Error {
+    match e {
+        inferdb_storage::Error::Corrupt {
+            what,
+            path,
+            offset,
+            reason,
+        } => inferdb_storage::Error::Corrupt {
+            what,
+            path: path.clone(),
+            offset: *offset,
+            reason: reason.clone(),
+        },
+        other => inferdb_storage::Error::corrupt("chunk", "", 0, other.to_string()),
     }
 }
 
@@ -235,7 +258,7 @@ mod tests {
             .select(&[Matcher::new(MatchOp::Equal, "job", "a").unwrap()], 20, 50)
             .unwrap();
         assert_eq!(sel.len(), 1);
-        let mut it = sel.samples(0);
+        let mut it = sel.into_iter().next().unwrap().samples;
         assert_eq!(it.seek(35), Some((40, 4.0)));
         assert_eq!(it.next(), Some((50, 5.0)));
         assert_eq!(it.next(), None);

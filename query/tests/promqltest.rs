@@ -1137,9 +1137,12 @@ fn main() {
     let only_line: Option<usize> = std::env::var("PROMQLTEST_LINE")
         .ok()
         .and_then(|s| s.parse().ok());
-    let mut opts = EngineOptions::default();
-    opts.max_samples = 10_000;
-    opts.lookback_delta_ms = 5 * 60 * 1000;
+    // Prometheus' test engine: 10,000 samples per query, 5 m lookback.
+    let opts = EngineOptions {
+        max_samples: 10_000,
+        lookback_delta_ms: 5 * 60 * 1000,
+        ..Default::default()
+    };
     let (mut tp, mut tf, mut ts) = (0usize, 0usize, 0usize);
     for file in CORE {
         if only_file

@@ -213,26 +213,28 @@ impl<'a> Evaluator<'a> {
         let mint = blo - offset - back;
         let maxt = bhi - offset;
         let key = vs as *const VectorSelector as usize;
-        let set = storage.select(&vs.matchers, mint, maxt)?;
-        let mut out: Vec<Loaded> = Vec::with_capacity(set.len());
-        for i in 0..set.len() {
+        let series = storage.select(&vs.matchers, mint, maxt)?;
+        let mut out: Vec<Loaded> = Vec::with_capacity(series.len());
+        for mut s in series {
             self.check_limits()?;
-            let mut it = set.samples(i);
-            let mut points = Vec::new();
-            let mut cur = it.seek(mint);
+            let mut points: Vec<FPoint> = Vec::new();
+            let mut cur = s.samples.seek(mint);
             while let Some((t, v)) = cur {
                 if t > maxt {
                     break;
                 }
-                points.push(FPoint { t, f: v });
-                cur = it.next();
+                // A seek that does not consume yields its sample again: skip repeats.
+                if t >= mint && points.last().is_none_or(|p| p.t < t) {
+                    points.push(FPoint { t, f: v });
+                }
+                cur = s.samples.next();
             }
-            if let Some(e) = it.err() {
+            if let Some(e) = s.samples.err() {
                 return Err(QueryError::Storage(crate::storage::StorageError::Other(e)));
             }
             if !points.is_empty() {
                 out.push(Loaded {
-                    metric: set.labels(i).clone(),
+                    metric: s.labels,
                     points,
                 });
             }
