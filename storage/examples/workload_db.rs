@@ -1,0 +1,378 @@
+//! Loads the realistic benchmark workload (`benches/workload.rs`) into an inferdb data folder
+//! and reports bytes on disk per sample, for the side-by-side with Prometheus
+//! (`benches/compare_prometheus.sh`).
+//!
+//! ```text
+//! workload_db openmetrics FILE        write the workload as OpenMetrics text (for promtool)
+//! workload_db append DIR              live path: scrape-order appends through Db::appender
+//!                                     (append_ref, one commit per scrape), maintenance every
+//!                                     5 min of data time (as the 30 s background tick would do
+//!                                     in real time), clean close
+//! workload_db compact DIR             reopen DIR, cut every complete block range out of the
+//!                                     head, compact, clean close
+//! workload_db import FILE DIR         import path: parse FILE (as written by `openmetrics`),
+//!                                     BlockBuilder backfill, compact, clean close
+//! workload_db du DIR                  bytes on disk of DIR by part
+//! ```
+//!
+//! `INFERDB_BENCH_HOURS` (default 24) sets the workload length, `INFERDB_FIXTURES` the
+//! fixtures folder (default `../shared/fixtures` next to the repository). Every command
+//! prints `key=value` lines that the script collects.
+
+#[path = "../../benches/workload.rs"]
+mod workload;
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use inferdb_storage::{BlockBuilder, Db, Error, Labels, Options, SeriesRef};
+
+type Res<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Res<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let arg = |i: usize| -> Res<&str> {
+        args.get(i)
+            .map(|s| s.as_str())
+            .ok_or_else(|| "missing argument (see the file's doc comment)".into())
+    };
+    match arg(0)? {
+        "openmetrics" => openmetrics(Path::new(arg(1)?)),
+        "append" => append(Path::new(arg(1)?)),
+        "compact" => compact(Path::new(arg(1)?)),
+        "import" => import(Path::new(arg(1)?), Path::new(arg(2)?)),
+        "du" => {
+            du_report(Path::new(arg(1)?))?;
+            Ok(())
+        }
+        other => Err(format!("unknown command {other}").into()),
+    }
+}
+
+fn config() -> workload::Config {
+    let hours: f64 = std::env::var("INFERDB_BENCH_HOURS")
+        .ok()
+        .and_then(|h| h.parse().ok())
+        .unwrap_or(24.0);
+    let mut cfg = workload::Config::hours(hours);
+    if std::env::var_os("INFERDB_FIXTURES").is_none() {
+        // this example lives one folder deeper than the benches
+        cfg.fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures");
+    }
+    cfg
+}
+
+fn generate() -> workload::Workload {
+    let t0 = Instant::now();
+    let wl = workload::generate(&config());
+    println!("workload_series={}", wl.series.len());
+    println!("workload_samples={}", wl.num_samples());
+    println!("generate_s={:.2}", t0.elapsed().as_secs_f64());
+    wl
+}
+
+/// CPU time of the whole process (all live threads), from `/proc/self/task/*/schedstat`
+/// (nanosecond resolution), plus threads that already ended via `/proc/self/stat`.
+fn process_cpu() -> Duration {
+    let mut ns: u64 = 0;
+    if let Ok(rd) = std::fs::read_dir("/proc/self/task") {
+        for e in rd.flatten() {
+            if let Ok(s) = std::fs::read_to_string(e.path().join("schedstat")) {
+                ns += s
+                    .split_whitespace()
+                    .next()
+                    .and_then(|x| x.parse::<u64>().ok())
+                    .unwrap_or(0);
+            }
+        }
+    }
+    Duration::from_nanos(ns)
+}
+
+fn openmetrics(file: &Path) -> Res<()> {
+    let wl = generate();
+    let stale = wl
+        .series
+        .iter()
+        .flat_map(|s| s.samples.iter())
+        .filter(|x| x.1.to_bits() == workload::STALE_NAN_BITS)
+        .count();
+    let t0 = Instant::now();
+    wl.write_openmetrics_file(file)?;
+    println!("openmetrics_samples={}", wl.num_samples() - stale);
+    println!("openmetrics_bytes={}", std::fs::metadata(file)?.len());
+    println!("write_s={:.2}", t0.elapsed().as_secs_f64());
+    Ok(())
+}
+
+fn labels_of(s: &workload::Series) -> Labels {
+    Labels::from_pairs(s.labels.iter().map(|(n, v)| (n.as_str(), v.as_str())))
+}
+
+fn options() -> Options {
+    Options {
+        // the load runs far faster than real time: maintenance is driven by data time below
+        background: true,
+        maintenance_interval: Duration::from_secs(3600),
+        ..Options::default()
+    }
+}
+
+fn append(dir: &Path) -> Res<()> {
+    let wl = generate();
+    let labels: Vec<Labels> = wl.series.iter().map(labels_of).collect();
+    let scrapes: Vec<workload::Scrape> = wl.scrapes().collect();
+    let db = Db::open(dir, options())?;
+    let (w0, c0) = (Instant::now(), process_cpu());
+    let mut refs: Vec<Option<SeriesRef>> = vec![None; labels.len()];
+    let mut n = 0u64;
+    let mut last_maint = scrapes.first().map(|s| s.t).unwrap_or(0);
+    let mut maint_s = 0.0;
+    for sc in &scrapes {
+        let mut app = db.appender();
+        for &(si, v) in &sc.samples {
+            let r = match refs[si] {
+                Some(r) => r,
+                None => *refs[si].insert(app.get_ref(&labels[si])?),
+            };
+            match app.append_ref(r, sc.t, v) {
+                Ok(()) => {}
+                Err(Error::UnknownSeries(_)) => {
+                    // the series left the head at a block cut: take a new reference
+                    let r = app.get_ref(&labels[si])?;
+                    refs[si] = Some(r);
+                    app.append_ref(r, sc.t, v)?;
+                }
+                Err(e) => return Err(e.into()),
+            }
+            n += 1;
+        }
+        app.commit()?;
+        if sc.t - last_maint >= 5 * 60_000 {
+            last_maint = sc.t;
+            let m0 = Instant::now();
+            db.maintain()?;
+            maint_s += m0.elapsed().as_secs_f64();
+        }
+    }
+    let st = db.stats();
+    db.close()?;
+    let (wall, cpu) = (w0.elapsed(), process_cpu() - c0);
+    println!("appended_samples={n}");
+    println!("load_wall_s={:.2}", wall.as_secs_f64());
+    println!("load_cpu_s={:.2}", cpu.as_secs_f64());
+    println!("maintain_wall_s={maint_s:.2}");
+    println!("head_series_at_close={}", st.head_series);
+    println!("blocks_at_close={}", st.blocks);
+    let bytes = du_report(dir)?;
+    println!("bytes_per_sample={:.4}", bytes as f64 / n as f64);
+    Ok(())
+}
+
+fn compact(dir: &Path) -> Res<()> {
+    let (w0, c0) = (Instant::now(), process_cpu());
+    let db = Db::open(
+        dir,
+        Options {
+            background: false,
+            ..options()
+        },
+    )?;
+    db.cut_all()?;
+    db.maintain()?;
+    let st = db.stats();
+    let metas = db.blocks();
+    db.close()?;
+    println!("compact_wall_s={:.2}", w0.elapsed().as_secs_f64());
+    println!("compact_cpu_s={:.2}", (process_cpu() - c0).as_secs_f64());
+    println!("head_series_at_close={}", st.head_series);
+    for m in &metas {
+        println!(
+            "block {} level={} hours={:.1} series={} samples={} chunks={}",
+            m.id,
+            m.level,
+            (m.max_time - m.min_time) as f64 / 3.6e6,
+            m.num_series,
+            m.num_samples,
+            m.num_chunks
+        );
+    }
+    let samples: u64 = metas.iter().map(|m| m.num_samples).sum();
+    println!("block_samples={samples}");
+    du_report(dir)?;
+    Ok(())
+}
+
+/// Parses the OpenMetrics text written by [`workload::Workload::write_openmetrics`]: one
+/// sample per line `name{a="x",...} value seconds.millis`, series grouped.
+fn import(file: &Path, dir: &Path) -> Res<()> {
+    let (w0, c0) = (Instant::now(), process_cpu());
+    let f = std::fs::File::open(file)?;
+    let rd = BufReader::with_capacity(1 << 20, f);
+    let mut b = BlockBuilder::new(options().block_duration_ms);
+    let mut cache: HashMap<String, Labels> = HashMap::new();
+    let mut last_key = String::new();
+    let mut last: Option<Labels> = None;
+    let mut n = 0u64;
+    for (lineno, line) in rd.lines().enumerate() {
+        let line = line?;
+        if line.starts_with('#') || line.is_empty() {
+            continue;
+        }
+        let bad = || format!("{}:{}: cannot parse", file.display(), lineno + 1);
+        let end = line.rfind('}').ok_or_else(bad)?;
+        let key = &line[..=end];
+        let mut rest = line[end + 1..].split_whitespace();
+        let v = parse_value(rest.next().ok_or_else(bad)?).ok_or_else(bad)?;
+        let ts: f64 = rest.next().ok_or_else(bad)?.parse().map_err(|_| bad())?;
+        let t = (ts * 1000.0).round() as i64;
+        if last.is_none() || key != last_key {
+            let l = match cache.get(key) {
+                Some(l) => l.clone(),
+                None => {
+                    let l = parse_series(key).ok_or_else(bad)?;
+                    cache.insert(key.to_string(), l.clone());
+                    l
+                }
+            };
+            last_key.clear();
+            last_key.push_str(key);
+            last = Some(l);
+        }
+        if let Some(l) = &last {
+            b.add(l, t, v)?;
+        }
+        n += 1;
+    }
+    let parse_wall = w0.elapsed();
+    let db = Db::open(
+        dir,
+        Options {
+            background: false,
+            ..options()
+        },
+    )?;
+    let metas = db.backfill_block(b)?;
+    println!("backfilled_blocks={}", metas.len());
+    db.maintain()?;
+    let blocks = db.blocks();
+    db.close()?;
+    println!("imported_samples={n}");
+    println!("import_parse_wall_s={:.2}", parse_wall.as_secs_f64());
+    println!("load_wall_s={:.2}", w0.elapsed().as_secs_f64());
+    println!("load_cpu_s={:.2}", (process_cpu() - c0).as_secs_f64());
+    for m in &blocks {
+        println!(
+            "block {} level={} hours={:.1} series={} samples={} chunks={}",
+            m.id,
+            m.level,
+            (m.max_time - m.min_time) as f64 / 3.6e6,
+            m.num_series,
+            m.num_samples,
+            m.num_chunks
+        );
+    }
+    let bytes = du_report(dir)?;
+    println!("bytes_per_sample={:.4}", bytes as f64 / n as f64);
+    Ok(())
+}
+
+fn parse_value(s: &str) -> Option<f64> {
+    match s {
+        "NaN" => Some(f64::NAN),
+        "+Inf" => Some(f64::INFINITY),
+        "-Inf" => Some(f64::NEG_INFINITY),
+        s => s.parse().ok(),
+    }
+}
+
+/// `name{a="x",b="y"}` (values escaped with `\\`, `\"`, `\n`).
+fn parse_series(key: &str) -> Option<Labels> {
+    let open = key.find('{')?;
+    let mut pairs: Vec<(String, String)> = vec![("__name__".into(), key[..open].to_string())];
+    let body = key.get(open + 1..key.len() - 1)?;
+    let mut chars = body.chars().peekable();
+    loop {
+        while chars.peek() == Some(&',') || chars.peek() == Some(&' ') {
+            chars.next();
+        }
+        if chars.peek().is_none() {
+            break;
+        }
+        let mut name = String::new();
+        for c in chars.by_ref() {
+            if c == '=' {
+                break;
+            }
+            name.push(c);
+        }
+        if chars.next() != Some('"') {
+            return None;
+        }
+        let mut value = String::new();
+        loop {
+            match chars.next()? {
+                '"' => break,
+                '\\' => match chars.next()? {
+                    'n' => value.push('\n'),
+                    c => value.push(c),
+                },
+                c => value.push(c),
+            }
+        }
+        pairs.push((name, value));
+    }
+    Some(Labels::from_pairs(pairs))
+}
+
+/// Prints the bytes of `dir` by part (WAL, each block's chunks/index/meta, other) and
+/// returns the total (apparent file sizes, as `du -sb`).
+fn du_report(dir: &Path) -> Res<u64> {
+    let mut parts: Vec<(String, u64)> = Vec::new();
+    let mut add = |k: &str, n: u64| match parts.iter_mut().find(|p| p.0 == k) {
+        Some(p) => p.1 += n,
+        None => parts.push((k.to_string(), n)),
+    };
+    let mut total = 0u64;
+    let mut alloc = 0u64;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d)? {
+            let e = e?;
+            let md = e.metadata()?;
+            if md.is_dir() {
+                stack.push(e.path());
+                continue;
+            }
+            use std::os::unix::fs::MetadataExt;
+            let rel = e.path().strip_prefix(dir)?.to_string_lossy().into_owned();
+            let kind = if rel.starts_with("wal") {
+                "wal"
+            } else if rel.contains("chunks") {
+                "block_chunks"
+            } else if rel.ends_with("index") {
+                "block_index"
+            } else {
+                "other"
+            };
+            add(kind, md.len());
+            total += md.len();
+            alloc += md.blocks() * 512;
+        }
+    }
+    for (k, n) in &parts {
+        println!("bytes_{k}={n}");
+    }
+    println!("bytes_total={total}");
+    println!("bytes_allocated={alloc}");
+    Ok(total)
+}
