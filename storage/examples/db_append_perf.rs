@@ -1,7 +1,10 @@
 //! Measures the append rate through `Appender::append_ref` (one commit per scrape, WAL on)
 //! and the head memory per active series.
 //!
-//! `cargo run --release -p inferdb-storage --example db_append_perf -- [series] [scrapes]`
+//! `cargo run --release -p inferdb-storage --example db_append_perf -- [series] [scrapes] [gauge%]`
+//!
+//! `gauge%` of the series (default 33) are full-precision random gauges (incompressible:
+//! about 7 bytes per sample), the rest whole-number counters growing by uneven steps.
 
 use std::time::Instant;
 
@@ -14,6 +17,7 @@ fn main() {
         .collect();
     let n_series = args.first().copied().unwrap_or(10_000) as usize;
     let scrapes = args.get(1).copied().unwrap_or(720) as i64;
+    let gauge_pct = args.get(2).copied().unwrap_or(33) as usize;
     let tmp = tempfile::tempdir().expect("tempdir");
     let db = Db::open(
         tmp.path(),
@@ -55,7 +59,7 @@ fn main() {
             x ^= x >> 7;
             x ^= x << 17;
             // counters (whole numbers, uneven steps) and full-precision gauges
-            let v = if i % 3 == 0 {
+            let v = if i % 100 < gauge_pct {
                 (x % 1000) as f64 / 997.0
             } else {
                 (s * 37 + (x % 50) as i64) as f64
@@ -79,11 +83,12 @@ fn main() {
         total / cpu / 1e6
     );
     println!(
-        "head: {} series, {} bytes, {:.0} bytes/series ({} samples/series in the head)",
+        "head: {} series, {} bytes, {:.0} bytes/series ({} samples/series in the head, {}% gauges)",
         st.head_series,
         st.head_memory_bytes,
         st.head_memory_bytes as f64 / st.head_series as f64,
-        scrapes
+        scrapes,
+        gauge_pct
     );
     db.close().expect("close");
 }

@@ -213,7 +213,9 @@ impl Db {
                 let all = head.all_series();
                 let mut w = w.lock();
                 for part in all.chunks(1000) {
-                    w.log_series(part.iter().map(|m| (m.series_ref(), m.labels())));
+                    let ls: Vec<(u64, Labels)> =
+                        part.iter().map(|m| (m.series_ref(), m.labels())).collect();
+                    w.log_series(ls.iter().map(|(r, l)| (*r, l)));
                 }
                 w.flush()?;
             }
@@ -781,7 +783,8 @@ impl Appender<'_> {
         let mut w = wal.lock();
         let new = self.db.head.take_unlogged();
         if !new.is_empty() {
-            w.log_series(new.iter().map(|m| (m.series_ref(), m.labels())));
+            let ls: Vec<(u64, Labels)> = new.iter().map(|m| (m.series_ref(), m.labels())).collect();
+            w.log_series(ls.iter().map(|(r, l)| (*r, l)));
         }
         w.log_samples(&self.samples);
         if let Err(e) = w.flush() {

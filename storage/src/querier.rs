@@ -76,11 +76,11 @@ impl Querier {
             }
         }
         for m in self.db.head.select(ms) {
-            let cs = m.chunks(self.mint, self.maxt);
+            let cs = self.db.head.series_chunks(&m, self.mint, self.maxt);
             if cs.is_empty() {
                 continue;
             }
-            let e = by.entry(m.labels().clone()).or_default();
+            let e = by.entry(m.labels()).or_default();
             for c in cs {
                 e.push(SChunk {
                     min_time: c.min_time,
@@ -118,8 +118,8 @@ impl Querier {
             );
         }
         for m in self.db.head.select(ms) {
-            if !m.chunks(self.mint, self.maxt).is_empty() {
-                out.push(m.labels().clone());
+            if self.db.head.has_samples(&m, self.mint, self.maxt) {
+                out.push(m.labels());
             }
         }
         out.sort();

@@ -10,6 +10,7 @@
 //! block duration), so a block cut never splits a chunk.
 
 pub mod arena;
+pub mod labels_buf;
 
 pub(crate) use crate::chunk;
 
@@ -24,21 +25,22 @@ use crate::labels::Labels;
 use crate::matcher::Matcher;
 use crate::wal::RefSample;
 use chunk::{ChunkWriter, MAX_SAMPLES_PER_CHUNK};
+use labels_buf::CompactLabels;
 
 /// Number of shards of the series map.
 pub const SHARDS: usize = 16;
 const SHARD_BITS: u32 = 4;
 
-/// Where a head chunk's bytes are.
+/// Where a head chunk's bytes are (as handed to readers).
 #[derive(Clone)]
 pub enum ChunkData {
-    /// On the heap (the open chunk's snapshot, or when no arena is used).
+    /// On the heap (a snapshot of the open chunk).
     Mem(Arc<[u8]>),
-    /// In a memory-mapped arena file.
-    Arena(arena::ArenaChunk),
+    /// In a memory-mapped arena segment, kept mapped while referenced.
+    Arena(Arc<arena::ArenaSegment>, arena::ChunkAddr),
 }
 
-/// A head chunk.
+/// A head chunk handed to readers.
 #[derive(Clone)]
 pub struct HeadChunk {
     /// Time of the first sample.
@@ -54,23 +56,29 @@ impl HeadChunk {
     pub fn bytes(&self) -> &[u8] {
         match &self.data {
             ChunkData::Mem(b) => b,
-            ChunkData::Arena(c) => c.bytes(),
+            ChunkData::Arena(seg, a) => seg.slice(a.off, a.len),
         }
     }
+}
 
-    fn heap_bytes(&self) -> usize {
-        match &self.data {
-            ChunkData::Mem(b) => b.len() + 16,
-            ChunkData::Arena(_) => 0,
-        }
+/// A full chunk as the series keeps it: 24 bytes.
+#[derive(Clone, Copy)]
+struct FullChunk {
+    min_time: i64,
+    /// `max_time - min_time` (chunks are cut before this overflows).
+    span: u32,
+    addr: arena::ChunkAddr,
+}
+
+impl FullChunk {
+    fn max_time(&self) -> i64 {
+        self.min_time + self.span as i64
     }
 }
 
 struct SeriesInner {
     open: ChunkWriter,
-    full: Vec<HeadChunk>,
-    /// Last committed sample (t, value bits).
-    last: Option<(i64, u64)>,
+    full: Vec<FullChunk>,
     /// Last sample appended by an uncommitted appender.
     pending: Option<(i64, u64)>,
 }
@@ -78,7 +86,7 @@ struct SeriesInner {
 /// One series in the head.
 pub struct MemSeries {
     r: u64,
-    labels: Labels,
+    labels: CompactLabels,
     inner: Mutex<SeriesInner>,
 }
 
@@ -88,80 +96,70 @@ impl MemSeries {
         self.r
     }
 
-    /// The labels.
-    pub fn labels(&self) -> &Labels {
-        &self.labels
+    /// The labels (unpacked).
+    pub fn labels(&self) -> Labels {
+        self.labels.to_labels()
     }
 
-    /// The chunks overlapping `[mint, maxt]`, oldest first; the open chunk is encoded.
-    pub fn chunks(&self, mint: i64, maxt: i64) -> Vec<HeadChunk> {
-        let g = self.inner.lock();
-        let mut out: Vec<HeadChunk> = g
-            .full
-            .iter()
-            .filter(|c| c.max_time >= mint && c.min_time <= maxt)
-            .cloned()
-            .collect();
-        if !g.open.is_empty() && g.open.max_time() >= mint && g.open.min_time() <= maxt {
-            out.push(HeadChunk {
-                min_time: g.open.min_time(),
-                max_time: g.open.max_time(),
-                data: ChunkData::Mem(g.open.finish().into()),
-            });
-        }
-        out
+    /// The value of label `name`.
+    pub fn label(&self, name: &str) -> Option<&str> {
+        self.labels.get(name)
     }
 
     fn heap_bytes(&self) -> usize {
         let g = self.inner.lock();
-        let labels: usize = self
-            .labels
-            .iter()
-            .map(|l| std::mem::size_of_val(l) + l.name.capacity() + l.value.capacity())
-            .sum();
-        std::mem::size_of::<MemSeries>()
-            + labels
+        // the Arc's counters and the allocation of the series itself
+        16 + std::mem::size_of::<MemSeries>()
+            + self.labels.heap_bytes()
             + g.open.heap_bytes()
-            + g.full.capacity() * std::mem::size_of::<HeadChunk>()
-            + g.full.iter().map(HeadChunk::heap_bytes).sum::<usize>()
+            + g.full.capacity() * std::mem::size_of::<FullChunk>()
     }
 }
 
 impl SeriesInner {
-    /// Appends a sample known to be newer than `last`.
-    fn push(&mut self, t: i64, v: f64, chunk_range: i64, arena: Option<&arena::ChunkArena>) {
+    /// Appends a sample known to be newer than the last one.
+    fn push(&mut self, t: i64, v: f64, chunk_range: i64, arena: &arena::ChunkArena) {
         if !self.open.is_empty()
             && (self.open.len() >= MAX_SAMPLES_PER_CHUNK
-                || t.div_euclid(chunk_range) != self.open.min_time().div_euclid(chunk_range))
+                || t.div_euclid(chunk_range) != self.open.min_time().div_euclid(chunk_range)
+                || t.saturating_sub(self.open.min_time()) > u32::MAX as i64)
         {
-            let full = std::mem::take(&mut self.open);
-            let bytes = full.finish();
-            let data = match arena.map(|a| a.add(&bytes)) {
-                Some(Ok(c)) => ChunkData::Arena(c),
-                Some(Err(e)) => {
-                    tracing::warn!(error = %e, "head chunk arena full or failing; chunk kept in memory");
-                    ChunkData::Mem(bytes.into())
+            let bytes = self.open.finish();
+            match arena.add(&bytes, self.open.max_time()) {
+                Ok(addr) => {
+                    self.full.push(FullChunk {
+                        min_time: self.open.min_time(),
+                        span: (self.open.max_time() - self.open.min_time()) as u32,
+                        addr,
+                    });
+                    self.open = ChunkWriter::new();
                 }
-                None => ChunkData::Mem(bytes.into()),
-            };
-            self.full.push(HeadChunk {
-                min_time: full.min_time(),
-                max_time: full.max_time(),
-                data,
-            });
+                // keep appending to the open chunk (it holds up to 65535 samples); retried
+                // at the next sample
+                Err(e) => tracing::warn!(error = %e, "head chunk arena failing; chunk stays open"),
+            }
         }
         self.open.append(t, v);
-        self.last = Some((t, v.to_bits()));
     }
 
     fn is_empty(&self) -> bool {
         self.open.is_empty() && self.full.is_empty()
     }
+
+    /// The newest committed sample (time, value bits). The open chunk holds it: it is only
+    /// dropped (by truncation) when everything of the series is older than the minimum
+    /// valid time, which then rejects older samples by itself.
+    #[inline]
+    fn last(&self) -> Option<(i64, u64)> {
+        self.open.last().map(|(t, v)| (t, v.to_bits()))
+    }
 }
 
 #[derive(Default)]
 struct Shard {
-    by_hash: HashMap<u64, Vec<u64>>,
+    /// Label hash -> series reference; further series with the same hash in `collisions`.
+    by_hash: HashMap<u64, u64>,
+    collisions: HashMap<u64, Vec<u64>>,
     slots: Vec<Option<Arc<MemSeries>>>,
     live: usize,
 }
@@ -169,6 +167,42 @@ struct Shard {
 impl Shard {
     fn get(&self, r: u64) -> Option<&Arc<MemSeries>> {
         self.slots.get((r >> SHARD_BITS) as usize)?.as_ref()
+    }
+
+    fn find(&self, h: u64, labels: &Labels) -> Option<u64> {
+        let is = |r: u64| self.get(r).is_some_and(|m| m.labels.eq_labels(labels));
+        let first = *self.by_hash.get(&h)?;
+        if is(first) {
+            return Some(first);
+        }
+        self.collisions.get(&h)?.iter().copied().find(|&r| is(r))
+    }
+
+    fn index(&mut self, h: u64, r: u64) {
+        if self.by_hash.contains_key(&h) {
+            self.collisions.entry(h).or_default().push(r);
+        } else {
+            self.by_hash.insert(h, r);
+        }
+    }
+
+    fn unindex(&mut self, h: u64, r: u64) {
+        if self.by_hash.get(&h) == Some(&r) {
+            self.by_hash.remove(&h);
+            if let Some(v) = self.collisions.get_mut(&h) {
+                if let Some(next) = v.pop() {
+                    self.by_hash.insert(h, next);
+                }
+                if v.is_empty() {
+                    self.collisions.remove(&h);
+                }
+            }
+        } else if let Some(v) = self.collisions.get_mut(&h) {
+            v.retain(|&x| x != r);
+            if v.is_empty() {
+                self.collisions.remove(&h);
+            }
+        }
     }
 }
 
@@ -199,7 +233,7 @@ pub struct Head {
     min_time: AtomicI64,
     max_time: AtomicI64,
     chunk_range: i64,
-    arena: Option<arena::ChunkArena>,
+    arena: arena::ChunkArena,
     unlogged: Mutex<Vec<u64>>,
     /// Counters by reason.
     pub stats: HeadStats,
@@ -216,7 +250,7 @@ pub enum Appended {
 
 impl Head {
     /// An empty head whose chunks do not cross multiples of `chunk_range` ms; full chunks
-    /// go to `arena` when given, else stay on the heap.
+    /// go to `arena` when given, else to anonymous mappings.
     pub fn new(chunk_range: i64, arena: Option<arena::ChunkArena>) -> Head {
         Head {
             shards: (0..SHARDS).map(|_| RwLock::new(Shard::default())).collect(),
@@ -225,7 +259,7 @@ impl Head {
             min_time: AtomicI64::new(i64::MAX),
             max_time: AtomicI64::new(i64::MIN),
             chunk_range: chunk_range.max(1),
-            arena,
+            arena: arena.unwrap_or_else(arena::ChunkArena::anonymous),
             unlogged: Mutex::new(Vec::new()),
             stats: HeadStats::default(),
         }
@@ -268,12 +302,7 @@ impl Head {
     /// Finds the series with these labels.
     pub fn lookup(&self, labels: &Labels) -> Option<u64> {
         let h = labels.stable_hash();
-        let s = self.shards[(h as usize) % SHARDS].read();
-        s.by_hash
-            .get(&h)?
-            .iter()
-            .copied()
-            .find(|&r| s.get(r).is_some_and(|m| &m.labels == labels))
+        self.shards[(h as usize) % SHARDS].read().find(h, labels)
     }
 
     /// Finds or creates the series with these labels (validated on creation). New series are
@@ -287,10 +316,7 @@ impl Head {
         let si = (h as usize) % SHARDS;
         let r = {
             let mut s = self.shards[si].write();
-            if let Some(&r) = s.by_hash.get(&h).and_then(|v| {
-                v.iter()
-                    .find(|&&r| s.get(r).is_some_and(|m| &m.labels == labels))
-            }) {
+            if let Some(r) = s.find(h, labels) {
                 return Ok(r);
             }
             let slot = s.slots.len() as u64;
@@ -310,15 +336,14 @@ impl Head {
         }
         s.slots[slot] = Some(Arc::new(MemSeries {
             r,
-            labels,
+            labels: CompactLabels::new(&labels),
             inner: Mutex::new(SeriesInner {
                 open: ChunkWriter::new(),
                 full: Vec::new(),
-                last: None,
                 pending: None,
             }),
         }));
-        s.by_hash.entry(h).or_default().push(r);
+        s.index(h, r);
         s.live += 1;
         self.stats.series_created.fetch_add(1, Ordering::Relaxed);
     }
@@ -348,7 +373,7 @@ impl Head {
         {
             let mut s = self.shards[si].write();
             if let Some(m) = s.get(r) {
-                return m.labels == labels;
+                return m.labels.eq_labels(&labels);
             }
             if self.lookup_locked(&s, h, &labels).is_some() {
                 return false;
@@ -360,11 +385,7 @@ impl Head {
     }
 
     fn lookup_locked(&self, s: &Shard, h: u64, labels: &Labels) -> Option<u64> {
-        s.by_hash
-            .get(&h)?
-            .iter()
-            .copied()
-            .find(|&r| s.get(r).is_some_and(|m| &m.labels == labels))
+        s.find(h, labels)
     }
 
     /// Takes the series created since the last call, for the WAL.
@@ -399,7 +420,7 @@ impl Head {
             self.stats.out_of_bounds.fetch_add(1, Ordering::Relaxed);
             return Err(Error::OutOfBounds);
         }
-        if let Some((lt, lv)) = g.pending.or(g.last) {
+        if let Some((lt, lv)) = g.pending.or_else(|| g.last()) {
             if t < lt {
                 self.stats.out_of_order.fetch_add(1, Ordering::Relaxed);
                 return Err(Error::OutOfOrder);
@@ -458,7 +479,7 @@ impl Head {
             let Some(m) = series(i) else { continue };
             let mut g = m.inner.lock();
             g.pending = None;
-            if g.last.is_some_and(|(lt, _)| s.t <= lt) {
+            if g.last().is_some_and(|(lt, _)| s.t <= lt) {
                 continue;
             }
             if s.t < min_valid {
@@ -466,7 +487,7 @@ impl Head {
                 self.stats.out_of_bounds.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
-            g.push(s.t, s.v, self.chunk_range, self.arena.as_ref());
+            g.push(s.t, s.v, self.chunk_range, &self.arena);
             lo = lo.min(s.t);
             hi = hi.max(s.t);
             n += 1;
@@ -501,10 +522,10 @@ impl Head {
             return false;
         }
         let mut g = m.inner.lock();
-        if g.last.is_some_and(|(lt, _)| t <= lt) {
+        if g.last().is_some_and(|(lt, _)| t <= lt) {
             return false;
         }
-        g.push(t, v, self.chunk_range, self.arena.as_ref());
+        g.push(t, v, self.chunk_range, &self.arena);
         self.min_time.fetch_min(t, Ordering::Relaxed);
         self.max_time.fetch_max(t, Ordering::Relaxed);
         true
@@ -567,7 +588,7 @@ impl Head {
         let mut names: Vec<String> = self
             .select(ms)
             .iter()
-            .flat_map(|s| s.labels.iter().map(|l| l.name.clone()).collect::<Vec<_>>())
+            .flat_map(|s| s.labels.iter().map(|l| l.0.to_string()).collect::<Vec<_>>())
             .collect();
         names.sort();
         names.dedup();
@@ -602,14 +623,15 @@ impl Head {
             let mut cs: Vec<Vec<u8>> = g
                 .full
                 .iter()
-                .filter(|c| c.min_time >= mint && c.max_time < maxt)
+                .filter(|c| c.min_time >= mint && c.max_time() < maxt)
+                .filter_map(|c| self.full_bytes(c))
                 .map(|c| c.bytes().to_vec())
                 .collect();
             if !g.open.is_empty() && g.open.min_time() >= mint && g.open.max_time() < maxt {
                 cs.push(g.open.finish());
             }
             if !cs.is_empty() {
-                out.push((m.labels.clone(), cs));
+                out.push((m.labels(), cs));
             }
         }
         out.sort_by(|a, b| a.0.cmp(&b.0));
@@ -628,7 +650,7 @@ impl Head {
             let mut gone = Vec::new();
             for m in s.slots.iter().flatten() {
                 let mut g = m.inner.lock();
-                g.full.retain(|c| c.max_time >= t);
+                g.full.retain(|c| c.max_time() >= t);
                 if !g.open.is_empty() && g.open.max_time() < t {
                     g.open = ChunkWriter::new();
                 }
@@ -644,13 +666,8 @@ impl Head {
             for r in gone {
                 let slot = (r >> SHARD_BITS) as usize;
                 if let Some(m) = s.slots[slot].take() {
-                    let h = m.labels.stable_hash();
-                    if let Some(v) = s.by_hash.get_mut(&h) {
-                        v.retain(|&x| x != r);
-                        if v.is_empty() {
-                            s.by_hash.remove(&h);
-                        }
-                    }
+                    let h = m.labels().stable_hash();
+                    s.unindex(h, r);
                     s.live -= 1;
                     removed.push(m);
                 }
@@ -659,16 +676,16 @@ impl Head {
         if !removed.is_empty() {
             let mut p = self.postings.write();
             for m in &removed {
-                for l in &m.labels {
-                    if let Some(vals) = p.get_mut(&l.name) {
-                        if let Some(list) = vals.get_mut(&l.value) {
+                for (name, value) in m.labels.iter() {
+                    if let Some(vals) = p.get_mut(name) {
+                        if let Some(list) = vals.get_mut(value) {
                             list.retain(|&x| x != m.r);
                             if list.is_empty() {
-                                vals.remove(&l.value);
+                                vals.remove(value);
                             }
                         }
                         if vals.is_empty() {
-                            p.remove(&l.name);
+                            p.remove(name);
                         }
                     }
                 }
@@ -681,14 +698,50 @@ impl Head {
         if lo == i64::MAX {
             self.max_time.store(i64::MIN, Ordering::Release);
         }
+        self.arena.release_before(t);
         removed.len()
     }
 
     /// Removes the chunk arena's files (after close).
     pub fn remove_arena(&self) {
-        if let Some(a) = &self.arena {
-            a.remove();
+        self.arena.remove();
+    }
+
+    fn full_bytes(&self, c: &FullChunk) -> Option<HeadChunk> {
+        Some(HeadChunk {
+            min_time: c.min_time,
+            max_time: c.max_time(),
+            data: ChunkData::Arena(self.arena.segment(c.addr.seg)?, c.addr),
+        })
+    }
+
+    /// Whether series `m` has chunks overlapping `[mint, maxt]`.
+    pub fn has_samples(&self, m: &MemSeries, mint: i64, maxt: i64) -> bool {
+        let g = m.inner.lock();
+        g.full
+            .iter()
+            .any(|c| c.max_time() >= mint && c.min_time <= maxt)
+            || (!g.open.is_empty() && g.open.max_time() >= mint && g.open.min_time() <= maxt)
+    }
+
+    /// The chunks of series `m` overlapping `[mint, maxt]`, oldest first; the open chunk is
+    /// encoded.
+    pub fn series_chunks(&self, m: &MemSeries, mint: i64, maxt: i64) -> Vec<HeadChunk> {
+        let g = m.inner.lock();
+        let mut out: Vec<HeadChunk> = g
+            .full
+            .iter()
+            .filter(|c| c.max_time() >= mint && c.min_time <= maxt)
+            .filter_map(|c| self.full_bytes(c))
+            .collect();
+        if !g.open.is_empty() && g.open.max_time() >= mint && g.open.min_time() <= maxt {
+            out.push(HeadChunk {
+                min_time: g.open.min_time(),
+                max_time: g.open.max_time(),
+                data: ChunkData::Mem(g.open.finish().into()),
+            });
         }
+        out
     }
 
     /// Approximate heap memory held by the head (series, labels, chunks, postings).
@@ -699,7 +752,7 @@ impl Head {
             .iter()
             .map(|s| {
                 let s = s.read();
-                s.slots.capacity() * 8 + s.by_hash.capacity() * 40
+                s.slots.capacity() * 8 + s.by_hash.capacity() * 17 + s.collisions.len() * 64
             })
             .sum();
         let postings: usize = self
@@ -723,12 +776,14 @@ impl Head {
         crate::wal::record::encode_min_valid(buf, self.min_valid_time());
         let all = self.all_series();
         for part in all.chunks(1000) {
-            crate::wal::record::encode_series(buf, part.iter().map(|m| (m.r, &m.labels)));
+            let ls: Vec<(u64, Labels)> = part.iter().map(|m| (m.r, m.labels())).collect();
+            crate::wal::record::encode_series(buf, ls.iter().map(|(r, l)| (*r, l)));
         }
         for m in &all {
             let g = m.inner.lock();
+            let full: Vec<HeadChunk> = g.full.iter().filter_map(|c| self.full_bytes(c)).collect();
             let open = (!g.open.is_empty()).then(|| g.open.finish());
-            let chunks = g.full.iter().map(HeadChunk::bytes).chain(open.as_deref());
+            let chunks = full.iter().map(HeadChunk::bytes).chain(open.as_deref());
             crate::wal::record::encode_chunks(buf, m.r, chunks);
         }
     }
@@ -749,7 +804,7 @@ mod tests {
     fn samples(h: &Head, r: u64) -> Vec<(i64, f64)> {
         let m = h.series(r).unwrap();
         let mut out = Vec::new();
-        for c in m.chunks(i64::MIN, i64::MAX) {
+        for c in h.series_chunks(&m, i64::MIN, i64::MAX) {
             out.extend(chunk::decode(c.bytes()).unwrap());
         }
         out
@@ -779,6 +834,19 @@ mod tests {
             Err(Error::DuplicateTimestamp)
         ));
         h.rollback(&[rs(r, 11, f64::NAN)]);
+        // exact duplicates of committed special values, whatever the chunk's value coding
+        let z = h.get_or_create(&l("z")).unwrap();
+        for (t, v) in [
+            (1, -0.0),
+            (2, 5.0),
+            (3, 0.1),
+            (4, f64::NAN),
+            (5, f64::INFINITY),
+        ] {
+            assert_eq!(h.check_append(z, t, v).unwrap(), Appended::New);
+            h.commit(&[rs(z, t, v)]);
+            assert_eq!(h.check_append(z, t, v).unwrap(), Appended::Duplicate, "{v}");
+        }
         assert_eq!(h.check_append(r, 11, 5.0).unwrap(), Appended::New);
         assert!(matches!(
             h.check_append(99, 1, 1.0),
@@ -793,7 +861,7 @@ mod tests {
         assert_eq!(st.duplicate_timestamp.load(Ordering::Relaxed), 2);
         assert_eq!(st.out_of_order.load(Ordering::Relaxed), 1);
         assert_eq!(st.out_of_bounds.load(Ordering::Relaxed), 1);
-        assert_eq!(st.exact_duplicates.load(Ordering::Relaxed), 2);
+        assert_eq!(st.exact_duplicates.load(Ordering::Relaxed), 7);
         assert!(h.get_or_create(&Labels::from_pairs([("x", "y")])).is_err());
     }
 
@@ -813,7 +881,7 @@ mod tests {
         assert_eq!(got.len(), 2500);
         assert!(got.iter().enumerate().all(|(i, s)| s.0 == i as i64));
         let m = h.series(a).unwrap();
-        for c in m.chunks(i64::MIN, i64::MAX) {
+        for c in h.series_chunks(&m, i64::MIN, i64::MAX) {
             assert_eq!(c.min_time.div_euclid(1000), c.max_time.div_euclid(1000));
             assert!(chunk::decode(c.bytes()).unwrap().count() <= MAX_SAMPLES_PER_CHUNK);
         }
