@@ -163,7 +163,7 @@ impl Db {
     /// the background thread.
     pub fn open(dir: impl AsRef<Path>, opts: Options) -> Result<Db> {
         let dir = dir.as_ref().to_path_buf();
-        let mut stats = OpenStats::default();
+        let stats: OpenStats;
         let lock = if opts.read_only {
             if !dir.is_dir() {
                 return Err(Error::io(
@@ -178,24 +178,26 @@ impl Db {
             block::remove_leftovers(&dir)?;
             Some(l)
         };
-        let blocks = open_blocks(&dir, opts.read_only, &mut stats)?;
-        let arena = if opts.read_only {
-            None
-        } else {
-            Some(ChunkArena::create(&dir.join("chunks_head"))?)
+        // a read-only opener races the writer's checkpoints and compactions (files vanish
+        // between listing and reading): it retries from scratch a few times
+        let mut attempt = 0;
+        let (blocks, head, last_seg) = loop {
+            attempt += 1;
+            let mut st = OpenStats::default();
+            match Self::load(&dir, &opts, &mut st) {
+                Err(Error::Io { source, .. })
+                    if opts.read_only
+                        && attempt < 5
+                        && source.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+                Ok(_) if opts.read_only && attempt < 5 && !st.bad_blocks.is_empty() => {}
+                Ok(x) => {
+                    stats = st;
+                    break x;
+                }
+            }
         };
-        let head = Head::new(opts.block_duration_ms.max(1), arena);
         let wal_dir = dir.join("wal");
-        let mut unknown = 0u64;
-        let (replay, last_seg) = wal::replay(&wal_dir, opts.read_only, |it| {
-            apply_replay(&head, it, &mut unknown);
-            Ok(())
-        })?;
-        head.truncate_before(head.min_valid_time());
-        head.take_unlogged();
-        stats.wal = replay;
-        stats.unknown_refs = unknown;
-        stats.head_series = head.num_series();
         let wal = if opts.read_only {
             None
         } else {
@@ -238,6 +240,34 @@ impl Db {
             None
         };
         Ok(Db { inner, bg })
+    }
+
+    /// Opens the blocks and replays the WAL into a new head.
+    fn load(
+        dir: &Path,
+        opts: &Options,
+        stats: &mut OpenStats,
+    ) -> Result<(Vec<Arc<Block>>, Head, u32)> {
+        let arena = if opts.read_only {
+            None
+        } else {
+            Some(ChunkArena::create(&dir.join("chunks_head"))?)
+        };
+        let head = Head::new(opts.block_duration_ms.max(1), arena);
+        let mut unknown = 0u64;
+        let (replay, last_seg) = wal::replay(&dir.join("wal"), opts.read_only, |it| {
+            apply_replay(&head, it, &mut unknown);
+            Ok(())
+        })?;
+        head.truncate_before(head.min_valid_time());
+        head.take_unlogged();
+        stats.wal = replay;
+        stats.unknown_refs = unknown;
+        stats.head_series = head.num_series();
+        // blocks after the WAL: a block cut meanwhile is then seen (its samples may also be
+        // in the head; queriers merge duplicates), not lost between the two
+        let blocks = open_blocks(dir, opts.read_only, stats)?;
+        Ok((blocks, head, last_seg))
     }
 
     /// A new appender (a transaction).
@@ -340,7 +370,8 @@ impl Db {
 
     /// Writes samples older than the head into their own blocks, one per block-duration
     /// range. Fails with [`Error::OutOfBounds`] when a sample is not older than the head's
-    /// oldest sample (any time is fine while the head is empty).
+    /// oldest sample (any time is fine while the head is empty). Afterwards the head refuses
+    /// samples older than the newest backfilled one.
     pub fn backfill(
         &self,
         series: impl IntoIterator<Item = (Labels, Vec<Sample>)>,
@@ -366,7 +397,15 @@ impl Db {
         if b.max_time().is_some_and(|maxt| maxt >= limit) {
             return Err(Error::OutOfBounds);
         }
+        let newest = b.max_time();
         let metas = b.write(&inner.dir)?;
+        // the head no longer takes samples in the backfilled time (it was empty or newer)
+        if let (Some(t), Some(w)) = (newest, &inner.wal) {
+            let mut w = w.lock();
+            inner.head.set_min_valid_time(t.saturating_add(1));
+            wal::record::encode_min_valid(w.buf(), inner.head.min_valid_time());
+            w.flush()?;
+        }
         let mut opened = Vec::new();
         for m in &metas {
             opened.push(Arc::new(Block::open(&inner.dir.join(&m.id))?));
@@ -889,7 +928,19 @@ impl BlockBuilder {
                 }
                 out.push((l.clone(), chunks));
             }
-            metas.push(block::write_block(parent, a, b, out.into_iter())?);
+            // the block ends after its newest sample rather than at the range end, so that
+            // it never claims time the head may still fill
+            let newest = self
+                .series
+                .values()
+                .filter_map(|s| {
+                    s[s.partition_point(|x| x.0 < a)..s.partition_point(|x| x.0 < b)].last()
+                })
+                .map(|x| x.0)
+                .max()
+                .unwrap_or(a);
+            let end = b.min(newest.saturating_add(1));
+            metas.push(block::write_block(parent, a, end, out.into_iter())?);
         }
         Ok(metas)
     }

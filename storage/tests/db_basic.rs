@@ -306,3 +306,52 @@ fn concurrent_readers_and_writer() {
     assert_eq!(got.len(), 20);
     assert!(got.iter().all(|s| s.1.len() == 200));
 }
+
+#[test]
+fn handles_are_send_and_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<Db>();
+    check::<inferdb_storage::Querier>();
+    check::<inferdb_storage::Series>();
+}
+
+#[test]
+fn read_only_beside_a_busy_writer() {
+    let d = tempfile::tempdir().unwrap();
+    let db = Db::open(
+        d.path(),
+        Options {
+            block_duration_ms: 1000,
+            ..opts()
+        },
+    )
+    .unwrap();
+    std::thread::scope(|s| {
+        let dbr = &db;
+        s.spawn(move || {
+            for t in 0..300 {
+                let mut app = dbr.appender();
+                app.append(&l("m", "a"), t * 100, t as f64).unwrap();
+                app.commit().unwrap();
+                if t % 20 == 0 {
+                    dbr.maintain().unwrap(); // cuts blocks and checkpoints the WAL
+                }
+            }
+        });
+        for _ in 0..20 {
+            let ro = Db::open(
+                d.path(),
+                Options {
+                    read_only: true,
+                    block_duration_ms: 1000,
+                    ..opts()
+                },
+            )
+            .unwrap();
+            for (_, v) in read_all(&ro, &[]) {
+                // a gap-free prefix of what the writer committed
+                assert!(v.iter().enumerate().all(|(i, s)| s.0 == i as i64 * 100));
+            }
+        }
+    });
+}

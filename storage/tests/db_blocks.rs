@@ -133,9 +133,23 @@ fn backfill_writes_older_blocks() {
         db.backfill([(l("a"), bad)]),
         Err(Error::OutOfBounds)
     ));
+    // a fresh series cannot go back into the backfilled time, also after a restart
+    let mut app = db.appender();
+    assert!(matches!(
+        app.append(&l("new"), 49_000, 1.0),
+        Err(Error::OutOfBounds)
+    ));
+    drop(app);
     db.close().unwrap();
     let db = Db::open(d.path(), opts()).unwrap();
     assert_eq!(read_all(&db).len(), 2);
+    let mut app = db.appender();
+    assert!(matches!(
+        app.append(&l("new"), 49_000, 1.0),
+        Err(Error::OutOfBounds)
+    ));
+    app.append(&l("new"), 50_000, 1.0).unwrap();
+    app.commit().unwrap();
 }
 
 #[test]
