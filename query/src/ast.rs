@@ -139,8 +139,9 @@ pub enum Duration {
     /// A literal, in milliseconds (`5m`, `1h30m`, `1m0s`, or a number of seconds).
     Millis(i64),
     /// A duration expression, evaluated to seconds at query start (`5m * 2`, `step()`,
-    /// `min(5m, step())`). Its leaves are `Number` literals (durations are stored as seconds)
-    /// and calls to `step`, `range` or `min`/`max`.
+    /// `min_of(5m, step())`). Its leaves are `Number` literals (durations are stored as
+    /// seconds) and calls to `step`, `range`, `min_of` or `max_of`, combined by `Binary`
+    /// (`+ - * / % ^`), `Unary` (`-`) and `Paren` nodes.
     Expr(Box<Expr>),
 }
 
