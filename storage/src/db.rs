@@ -121,8 +121,11 @@ pub(crate) struct DbInner {
     closed: AtomicBool,
     lock: Mutex<Option<File>>,
     open_stats: OpenStats,
-    pool: Mutex<Vec<(Vec<RefSample>, Vec<Arc<MemSeries>>)>>,
+    pool: Mutex<Vec<AppendBuffers>>,
 }
+
+/// An appender's reusable buffers: pending samples and their series.
+type AppendBuffers = (Vec<RefSample>, Vec<Arc<MemSeries>>);
 
 struct Background {
     stop: Arc<(Mutex<bool>, Condvar)>,

@@ -179,10 +179,13 @@ impl Shard {
     }
 
     fn index(&mut self, h: u64, r: u64) {
-        if self.by_hash.contains_key(&h) {
-            self.collisions.entry(h).or_default().push(r);
-        } else {
-            self.by_hash.insert(h, r);
+        match self.by_hash.entry(h) {
+            std::collections::hash_map::Entry::Occupied(_) => {
+                self.collisions.entry(h).or_default().push(r)
+            }
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(r);
+            }
         }
     }
 
