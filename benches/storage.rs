@@ -1,0 +1,377 @@
+//! Storage benchmarks through the `Db` API on the realistic workload (`benches/workload.rs`):
+//! append throughput (`Appender::append_ref`, one commit per scrape, WAL on), head memory per
+//! active series, and decode throughput through the querier (head and blocks).
+//!
+//! `cargo bench --bench storage` prints a summary (single timed runs over the whole workload),
+//! then runs the criterion groups `db_append` and `db_query`. `INFERDB_BENCH_HOURS=2` shortens
+//! the workload; `INFERDB_BENCH_SUMMARY_ONLY=1` skips criterion.
+//!
+//! Times are given as wall time and as CPU time (from `/proc/self/task/*/schedstat`, i.e.
+//! every thread of the process, nanosecond resolution): on a shared machine the CPU-time
+//! figure is the one that says what one core does.
+
+#[path = "workload.rs"]
+mod workload;
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, Throughput};
+use inferdb_storage::chunk;
+use inferdb_storage::head::ChunkData;
+use inferdb_storage::{Db, Labels, Matcher, Options, SeriesRef};
+
+/// The workload's scrapes, flattened: scrape `i` has time `t[i]` and the samples
+/// `items[off[i]..off[i + 1]]` as `(series index, value)`.
+struct Flat {
+    t: Vec<i64>,
+    off: Vec<usize>,
+    items: Vec<(u32, f64)>,
+}
+
+impl Flat {
+    fn new(wl: &workload::Workload) -> Flat {
+        let mut f = Flat {
+            t: Vec::new(),
+            off: vec![0],
+            items: Vec::with_capacity(wl.num_samples()),
+        };
+        for sc in wl.scrapes() {
+            f.t.push(sc.t);
+            f.items
+                .extend(sc.samples.iter().map(|&(s, v)| (s as u32, v)));
+            f.off.push(f.items.len());
+        }
+        f
+    }
+
+    fn len(&self) -> usize {
+        self.t.len()
+    }
+
+    fn samples(&self, scrapes: std::ops::Range<usize>) -> usize {
+        self.off[scrapes.end] - self.off[scrapes.start]
+    }
+}
+
+/// CPU time of every live thread of this process.
+fn process_cpu() -> Duration {
+    let mut ns: u64 = 0;
+    if let Ok(rd) = std::fs::read_dir("/proc/self/task") {
+        for e in rd.flatten() {
+            ns += read_schedstat(&e.path().join("schedstat"));
+        }
+    }
+    Duration::from_nanos(ns)
+}
+
+/// CPU time of the calling thread.
+fn thread_cpu() -> Duration {
+    Duration::from_nanos(read_schedstat(std::path::Path::new(
+        "/proc/thread-self/schedstat",
+    )))
+}
+
+fn read_schedstat(p: &std::path::Path) -> u64 {
+    std::fs::read_to_string(p)
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|x| x.parse().ok()))
+        .unwrap_or(0)
+}
+
+/// A field of `/proc/self/status` in bytes (`VmRSS`, `RssAnon`, `RssFile`).
+fn status_bytes(field: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(field) && l[field.len()..].starts_with(':'))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map(|kb| kb * 1024)
+        .unwrap_or(0)
+}
+
+/// Options for the measurements: WAL on with the default 1 s fsync interval in the background
+/// thread, but no block cuts/compaction during the timed loops (the load runs far faster than
+/// real time, so the 30 s maintenance tick would land at arbitrary points).
+fn options() -> Options {
+    Options {
+        maintenance_interval: Duration::from_secs(24 * 3600),
+        ..Options::default()
+    }
+}
+
+/// Creates every series of the workload (not timed).
+fn refs(db: &Db, labels: &[Labels]) -> Vec<SeriesRef> {
+    let mut app = db.appender();
+    let r = labels
+        .iter()
+        .map(|l| app.get_ref(l).expect("get_ref"))
+        .collect();
+    app.commit().expect("commit");
+    r
+}
+
+/// Appends the scrapes `range` through `append_ref`, one commit per scrape; calls `at` after
+/// each scrape with its index.
+fn replay(
+    db: &Db,
+    flat: &Flat,
+    refs: &[SeriesRef],
+    range: std::ops::Range<usize>,
+    mut at: impl FnMut(usize),
+) {
+    for i in range {
+        let t = flat.t[i];
+        let mut app = db.appender();
+        for &(s, v) in &flat.items[flat.off[i]..flat.off[i + 1]] {
+            app.append_ref(refs[s as usize], t, v).expect("append_ref");
+        }
+        app.commit().expect("commit");
+        at(i);
+    }
+}
+
+/// Decodes every sample of every series in `[mint, maxt]` through the querier on this
+/// thread; returns (samples, wall, thread CPU).
+fn scan(db: &Db, mint: i64, maxt: i64) -> (u64, Duration, Duration) {
+    let all = [Matcher::new(inferdb_storage::MatchOp::RegexMatch, "__name__", ".+").expect("re")];
+    let (w0, c0) = (Instant::now(), thread_cpu());
+    let q = db.querier(mint, maxt).expect("querier");
+    let mut n = 0u64;
+    let mut acc = 0f64;
+    for s in q.select(&all).expect("select") {
+        let mut it = s.iter();
+        for (_, v) in it.by_ref() {
+            acc += v;
+            n += 1;
+        }
+        assert!(it.err().is_none(), "decode error: {:?}", it.err());
+    }
+    black_box(acc);
+    (n, w0.elapsed(), thread_cpu() - c0)
+}
+
+fn rate(n: u64, d: Duration) -> f64 {
+    n as f64 / d.as_secs_f64().max(1e-9) / 1e6
+}
+
+fn main() {
+    let hours: f64 = std::env::var("INFERDB_BENCH_HOURS")
+        .ok()
+        .and_then(|h| h.parse().ok())
+        .unwrap_or(24.0);
+    let t0 = Instant::now();
+    let wl = workload::generate(&workload::Config::hours(hours));
+    let labels: Vec<Labels> = wl
+        .series
+        .iter()
+        .map(|s| Labels::from_pairs(s.labels.iter().map(|(n, v)| (n.as_str(), v.as_str()))))
+        .collect();
+    let flat = Flat::new(&wl);
+    let total = flat.items.len() as u64;
+    let (mint, maxt) = (flat.t[0], flat.t[flat.len() - 1]);
+    println!(
+        "workload: {hours} h, {} series, {} samples in {} scrapes ({:.1} s to generate)",
+        wl.series.len(),
+        total,
+        flat.len(),
+        t0.elapsed().as_secs_f64()
+    );
+
+    // --- head memory per active series, at 1 h, 2 h and 3 h of data (the head holds between
+    // about 1 h and 3 h: a 2 h block is cut when it spans more than 3 h) ---
+    println!(
+        "\nhead memory per active series: accounted = Db::stats().head_memory_bytes (Head::memory_bytes: series,"
+    );
+    println!("  labels, open chunks, chunk refs, postings; full chunks live in mmapped chunks_head/ files and are");
+    println!("  shown apart); RssAnon/RssFile = growth of the process' anonymous/file-backed resident memory since");
+    println!("  before Db::open (workload already generated)");
+    {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let (anon0, file0) = (status_bytes("RssAnon"), status_bytes("RssFile"));
+        let db = Db::open(tmp.path(), options()).expect("open");
+        let refs = refs(&db, &labels);
+        let marks: Vec<(f64, i64)> = [1.0, 2.0, 3.0]
+            .iter()
+            .filter(|&&h| h <= hours)
+            .map(|&h| (h, mint + (h * 3.6e6) as i64))
+            .collect();
+        let mut next = 0;
+        let last = flat
+            .t
+            .partition_point(|&t| t < marks.last().map(|m| m.1).unwrap_or(mint));
+        replay(&db, &flat, &refs, 0..last.min(flat.len()), |i| {
+            let t_next = flat.t.get(i + 1).copied().unwrap_or(i64::MAX);
+            while next < marks.len() && t_next >= marks[next].1 {
+                let st = db.stats();
+                let series = st.head_series.max(1) as f64;
+                // full (mmapped) chunk bytes by target: vLLM every 15 s, dcgm every 1 s
+                let mut mapped = [0u64; 2];
+                let mut n_series = [0u64; 2];
+                for (si, l) in labels.iter().enumerate() {
+                    let Some(r) = db.head().lookup(l) else {
+                        continue;
+                    };
+                    let Some(m) = db.head().series(r) else {
+                        continue;
+                    };
+                    let tg = wl.series[si].target;
+                    n_series[tg] += 1;
+                    for c in db.head().series_chunks(&m, i64::MIN, i64::MAX) {
+                        if matches!(c.data, ChunkData::Arena(..)) {
+                            mapped[tg] += c.bytes().len() as u64;
+                        }
+                    }
+                }
+                let anon = status_bytes("RssAnon").saturating_sub(anon0);
+                let file = status_bytes("RssFile").saturating_sub(file0);
+                println!(
+                    "  after {:.0} h: {} series; accounted {:.0} B/series; RssAnon {:.0} B/series, RssFile {:.0} B/series; mmapped full chunks: vllm {:.0} B/series, dcgm {:.0} B/series",
+                    marks[next].0,
+                    st.head_series,
+                    st.head_memory_bytes as f64 / series,
+                    anon as f64 / series,
+                    file as f64 / series,
+                    mapped[0] as f64 / n_series[0].max(1) as f64,
+                    mapped[1] as f64 / n_series[1].max(1) as f64,
+                );
+                next += 1;
+            }
+        });
+        db.close().expect("close");
+    }
+
+    // --- append throughput over the whole workload ---
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(tmp.path(), options()).expect("open");
+    let r = refs(&db, &labels);
+    let (w0, c0) = (Instant::now(), process_cpu());
+    replay(&db, &flat, &r, 0..flat.len(), |_| {});
+    let (wall, cpu) = (w0.elapsed(), process_cpu() - c0);
+    println!(
+        "\nappend (append_ref, commit per scrape of 200/450 samples, WAL on): {} samples in {:.2} s wall, {:.2} s CPU: {:.2} M samples/s wall, {:.2} M samples/s per CPU-second",
+        total,
+        wall.as_secs_f64(),
+        cpu.as_secs_f64(),
+        rate(total, wall),
+        rate(total, cpu)
+    );
+
+    // --- decode through the querier: everything in the head, then everything in blocks ---
+    let mut best = (0u64, Duration::MAX, Duration::MAX);
+    for _ in 0..3 {
+        let x = scan(&db, mint, maxt);
+        if x.2 < best.2 {
+            best = x;
+        }
+    }
+    println!(
+        "query, head ({} h in memory): select all + decode {} samples: {:.1} M samples/s wall, {:.1} M samples/s per thread-CPU-second (best of 3)",
+        hours,
+        best.0,
+        rate(best.0, best.1),
+        rate(best.0, best.2)
+    );
+    let c = Instant::now();
+    db.cut_all().expect("cut_all");
+    db.maintain().expect("maintain");
+    println!(
+        "cut + compact: {:.1} s, {} blocks",
+        c.elapsed().as_secs_f64(),
+        db.blocks().len()
+    );
+    let mut best = (0u64, Duration::MAX, Duration::MAX);
+    for _ in 0..3 {
+        let x = scan(&db, mint, maxt);
+        if x.2 < best.2 {
+            best = x;
+        }
+    }
+    println!(
+        "query, blocks (+ last partial range in head): select all + decode {} samples: {:.1} M samples/s wall, {:.1} M samples/s per thread-CPU-second (best of 3)",
+        best.0,
+        rate(best.0, best.1),
+        rate(best.0, best.2)
+    );
+
+    // the same block chunks decoded directly (no querier), to split querier overhead from
+    // chunk decoding
+    let blocks = db.open_blocks();
+    let mut chunks: Vec<&[u8]> = Vec::new();
+    for b in &blocks {
+        for s in b.select(&[], mint, maxt).expect("block select") {
+            for (_, r) in &s.chunks {
+                chunks.push(b.chunk(*r).expect("chunk"));
+            }
+        }
+    }
+    let mut best = (0u64, Duration::MAX);
+    for _ in 0..3 {
+        let c0 = thread_cpu();
+        let mut n = 0u64;
+        let mut acc = 0f64;
+        for c in &chunks {
+            let mut it = chunk::decode(c).expect("decode");
+            for (_, v) in it.by_ref() {
+                acc += v;
+                n += 1;
+            }
+        }
+        black_box(acc);
+        let d = thread_cpu() - c0;
+        if d < best.1 {
+            best = (n, d);
+        }
+    }
+    println!(
+        "chunk level, the same {} block chunks: chunk::decode + iterate {} samples: {:.1} M samples/s per thread-CPU-second (best of 3)",
+        chunks.len(),
+        best.0,
+        rate(best.0, best.1)
+    );
+    drop(chunks);
+    drop(blocks);
+
+    if std::env::var_os("INFERDB_BENCH_SUMMARY_ONLY").is_some() {
+        db.close().expect("close");
+        return;
+    }
+
+    // --- criterion: append a 10-minute slice into a fresh Db; query the blocks ---
+    let slice_end = flat.t.partition_point(|&t| t < mint + 10 * 60_000);
+    let slice_samples = flat.samples(0..slice_end) as u64;
+    let mut crit = Criterion::default().configure_from_args();
+    let mut g = crit.benchmark_group("db_append");
+    g.throughput(Throughput::Elements(slice_samples));
+    g.sample_size(10);
+    g.bench_function("append_ref_commit_per_scrape_10min", |b| {
+        b.iter_custom(|iters| {
+            let mut d = Duration::ZERO;
+            for _ in 0..iters {
+                let tmp = tempfile::tempdir().expect("tempdir");
+                let db = Db::open(tmp.path(), options()).expect("open");
+                let r = refs(&db, &labels);
+                let w0 = Instant::now();
+                replay(&db, &flat, &r, 0..slice_end, |_| {});
+                d += w0.elapsed();
+                db.close().expect("close");
+            }
+            d
+        })
+    });
+    g.finish();
+    let q_maxt = (mint + 2 * 3_600_000).min(maxt);
+    let (q_n, _, _) = scan(&db, mint, q_maxt);
+    let mut g = crit.benchmark_group("db_query");
+    g.throughput(Throughput::Elements(q_n));
+    g.sample_size(10);
+    g.bench_function("select_all_decode_2h_blocks", |b| {
+        b.iter(|| black_box(scan(&db, mint, q_maxt).0))
+    });
+    g.finish();
+    crit.final_summary();
+    db.close().expect("close");
+}
