@@ -13,6 +13,9 @@
 //! workload_db import FILE DIR         import path: parse FILE (as written by `openmetrics`),
 //!                                     BlockBuilder backfill, compact, clean close
 //! workload_db du DIR                  bytes on disk of DIR by part
+//! workload_db breakdown DIR           chunk bytes per sample of DIR's blocks by metric name,
+//!                                     next to an estimate of the workload's entropy (the
+//!                                     noise no lossless encoding can remove)
 //! ```
 //!
 //! `INFERDB_BENCH_HOURS` (default 24) sets the workload length, `INFERDB_FIXTURES` the
@@ -50,6 +53,7 @@ fn run() -> Res<()> {
         "append" => append(Path::new(arg(1)?)),
         "compact" => compact(Path::new(arg(1)?)),
         "import" => import(Path::new(arg(1)?), Path::new(arg(2)?)),
+        "breakdown" => breakdown(Path::new(arg(1)?)),
         "du" => {
             du_report(Path::new(arg(1)?))?;
             Ok(())
@@ -283,6 +287,168 @@ fn import(file: &Path, dir: &Path) -> Res<()> {
     }
     let bytes = du_report(dir)?;
     println!("bytes_per_sample={:.4}", bytes as f64 / n as f64);
+    Ok(())
+}
+
+/// Estimated information content of a series in bits per sample, for values and timestamps
+/// apart. Values are scaled to integers by their decimal places (up to 9; else the raw f64
+/// bits count as 64 - leading equal bits of the XOR with the previous value, a generous
+/// floor); the first difference's entropy is estimated from its histogram when the distinct
+/// differences are few against the sample count, else as a Gaussian's (log2(sd) + 2.05 bits).
+/// Timestamps: entropy of the histogram of interval deviations from the median interval.
+fn entropy_bits(samples: &[(i64, f64)]) -> (f64, f64) {
+    fn hist_entropy(xs: &[i64]) -> (f64, usize) {
+        let mut m: HashMap<i64, usize> = HashMap::new();
+        for &x in xs {
+            *m.entry(x).or_default() += 1;
+        }
+        let n = xs.len().max(1) as f64;
+        let h = m
+            .values()
+            .map(|&c| {
+                let p = c as f64 / n;
+                -p * p.log2()
+            })
+            .sum();
+        (h, m.len())
+    }
+    let vals: Vec<f64> = samples
+        .iter()
+        .map(|x| x.1)
+        .filter(|v| v.is_finite())
+        .collect();
+    if vals.len() < 2 {
+        return (0.0, 0.0);
+    }
+    let k = (0..=9).find(|&k| {
+        let f = 10f64.powi(k);
+        vals.iter().all(|v| {
+            let x = v * f;
+            x.abs() < 9e15 && (x.round() / f) == *v
+        })
+    });
+    let vbits = match k {
+        Some(k) => {
+            let f = 10f64.powi(k);
+            let ints: Vec<i64> = vals.iter().map(|v| (v * f).round() as i64).collect();
+            let d: Vec<i64> = ints.windows(2).map(|w| w[1] - w[0]).collect();
+            let (h, distinct) = hist_entropy(&d);
+            if distinct * 20 < d.len() {
+                h
+            } else {
+                let n = d.len() as f64;
+                let mean = d.iter().map(|&x| x as f64).sum::<f64>() / n;
+                let var = d.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>() / n;
+                (var.sqrt().max(1.0).log2() + 2.05).max(h.min(2.05))
+            }
+        }
+        None => {
+            let mut bits = 0.0;
+            for w in vals.windows(2) {
+                let x = w[0].to_bits() ^ w[1].to_bits();
+                bits += if x == 0 {
+                    0.0
+                } else {
+                    (64 - x.leading_zeros() - x.trailing_zeros()) as f64
+                };
+            }
+            bits / (vals.len() - 1) as f64
+        }
+    };
+    let ts: Vec<i64> = samples.iter().map(|x| x.0).collect();
+    let mut iv: Vec<i64> = ts.windows(2).map(|w| w[1] - w[0]).collect();
+    let mut sorted = iv.clone();
+    sorted.sort_unstable();
+    let med = sorted[sorted.len() / 2];
+    for x in iv.iter_mut() {
+        *x -= med;
+    }
+    (vbits, hist_entropy(&iv).0)
+}
+
+fn breakdown(dir: &Path) -> Res<()> {
+    let wl = generate();
+    let db = Db::open(
+        dir,
+        Options {
+            read_only: true,
+            ..options()
+        },
+    )?;
+    // chunk bytes and samples by metric name (and target)
+    let mut by: HashMap<String, (u64, u64)> = HashMap::new();
+    for b in db.open_blocks() {
+        for s in b.select(&[], i64::MIN, i64::MAX)? {
+            let name = s.labels.metric_name().unwrap_or("").to_string();
+            let e = by.entry(name).or_default();
+            for (m, r) in &s.chunks {
+                e.0 += b.chunk(*r)?.len() as u64;
+                e.1 += m.num_samples as u64;
+            }
+        }
+    }
+    // entropy estimate by metric name
+    let mut ent: HashMap<String, (f64, f64, u64, usize)> = HashMap::new();
+    for s in &wl.series {
+        let (v, t) = entropy_bits(&s.samples);
+        let e = ent.entry(s.name().to_string()).or_default();
+        let n = s.samples.len() as f64;
+        e.0 += v * n;
+        e.1 += t * n;
+        e.2 += s.samples.len() as u64;
+        e.3 = s.target;
+    }
+    let mut rows: Vec<(String, u64, u64, f64, f64, usize)> = by
+        .into_iter()
+        .map(|(n, (b, c))| {
+            let (v, t, m, tg) = ent.get(&n).copied().unwrap_or_default();
+            let m = m.max(1) as f64;
+            (n, b, c, v / m / 8.0, t / m / 8.0, tg)
+        })
+        .collect();
+    rows.sort_by_key(|r| std::cmp::Reverse(r.1));
+    let tot_b: u64 = rows.iter().map(|r| r.1).sum();
+    let tot_s: u64 = rows.iter().map(|r| r.2).sum();
+    let tot_e: f64 = rows.iter().map(|r| (r.3 + r.4) * r.2 as f64).sum();
+    println!(
+        "{:<44} {:>6} {:>7} {:>10} {:>8} {:>8} {:>8}",
+        "metric", "target", "share%", "samples", "B/sample", "est_val", "est_ts"
+    );
+    for r in &rows {
+        println!(
+            "{:<44} {:>6} {:>7.2} {:>10} {:>8.3} {:>8.3} {:>8.3}",
+            r.0,
+            if r.5 == 0 { "vllm" } else { "dcgm" },
+            100.0 * r.1 as f64 / tot_b.max(1) as f64,
+            r.2,
+            r.1 as f64 / r.2.max(1) as f64,
+            r.3,
+            r.4
+        );
+    }
+    for tg in 0..2 {
+        let b: u64 = rows.iter().filter(|r| r.5 == tg).map(|r| r.1).sum();
+        let c: u64 = rows.iter().filter(|r| r.5 == tg).map(|r| r.2).sum();
+        let e: f64 = rows
+            .iter()
+            .filter(|r| r.5 == tg)
+            .map(|r| (r.3 + r.4) * r.2 as f64)
+            .sum();
+        println!(
+            "target_{}: chunk_bytes_per_sample={:.3} entropy_estimate_bytes_per_sample={:.3}",
+            if tg == 0 { "vllm" } else { "dcgm" },
+            b as f64 / c.max(1) as f64,
+            e / c.max(1) as f64
+        );
+    }
+    println!(
+        "chunk_bytes_per_sample={:.3}",
+        tot_b as f64 / tot_s.max(1) as f64
+    );
+    println!(
+        "entropy_estimate_bytes_per_sample={:.3}",
+        tot_e / tot_s.max(1) as f64
+    );
     Ok(())
 }
 
