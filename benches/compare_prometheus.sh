@@ -8,6 +8,7 @@
 #
 #   benches/compare_prometheus.sh [WORKDIR]        # default /tmp/inferdb-compare
 #   INFERDB_BENCH_HOURS=2 benches/compare_prometheus.sh   # a quick run
+#   PROM_2H=0 ...        skip promtool's default 2 h-block run (it re-parses the file per block)
 #
 # Loads measured:
 #   prom-2h      promtool default: 2 h blocks (what Prometheus would then compact itself)
@@ -38,15 +39,14 @@ command -v promtool >/dev/null || {
 BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release/examples/workload_db
 
 mkdir -p "$W"
-rm -rf "$W"/prom-2h "$W"/prom-24h "$W"/inferdb-live "$W"/inferdb-import
+rm -rf "$W"/prom-2h "$W"/prom-24h "$W"/inferdb-live "$W"/inferdb-import "$W"/*.time
 OM=$W/workload-${INFERDB_BENCH_HOURS}h.om
 TF='%e %U %S %M' # wall user sys maxrss_kb
 
-if [ ! -s "$OM" ]; then
-	"$BIN" openmetrics "$OM" | tee "$W/openmetrics.txt"
-else
+if [ -s "$OM" ] && grep -q '^openmetrics_samples=' "$W/openmetrics.txt" 2>/dev/null; then
 	echo "reusing $OM"
-	"$BIN" openmetrics /dev/null >"$W/openmetrics.txt" 2>&1 || true
+else
+	"$BIN" openmetrics "$OM" | tee "$W/openmetrics.txt"
 fi
 SAMPLES=$(sed -n 's/^openmetrics_samples=//p' "$W/openmetrics.txt")
 [ -n "$SAMPLES" ] || SAMPLES=$(grep -vc '^#' "$OM")
@@ -57,16 +57,23 @@ run() {
 	local name=$1
 	shift
 	echo "== $name: $*"
-	/usr/bin/time -f "$TF" -o "$W/$name.time" "$@" >"$W/$name.out" 2>&1
+	if ! /usr/bin/time -f "$TF" -o "$W/$name.time" "$@" >"$W/$name.out" 2>&1; then
+		echo "$name FAILED (see $W/$name.out)"
+		rm -f "$W/$name.time"
+	fi
 	tail -n 3 "$W/$name.out"
 }
 
-run prom-2h promtool tsdb create-blocks-from openmetrics -q "$OM" "$W/prom-2h"
-run prom-24h promtool tsdb create-blocks-from openmetrics -q --max-block-duration=24h "$OM" "$W/prom-24h"
 run inferdb-live "$BIN" append "$W/inferdb-live"
 LIVE_BYTES=$(du -sb "$W/inferdb-live" | cut -f1)
 run inferdb-compact "$BIN" compact "$W/inferdb-live"
 run inferdb-import "$BIN" import "$OM" "$W/inferdb-import"
+"$BIN" breakdown "$W/inferdb-import" >"$W/breakdown.txt" 2>&1 || true
+run prom-24h promtool tsdb create-blocks-from openmetrics -q --max-block-duration=24h "$OM" "$W/prom-24h"
+# promtool re-reads the whole file for every block: 13 passes over 24 h with 2 h blocks
+if [ "${PROM_2H:-1}" = 1 ]; then
+	run prom-2h promtool tsdb create-blocks-from openmetrics -q "$OM" "$W/prom-2h"
+fi
 
 echo
 echo "workload: ${INFERDB_BENCH_HOURS} h; $SAMPLES samples (inferdb-live also stores the staleness markers)"
@@ -74,6 +81,7 @@ printf '%-22s %12s %10s %8s %9s %9s %9s\n' store bytes B/sample vs-prom wall_s c
 PROM=$(du -sb "$W/prom-24h" | cut -f1)
 row() { # name bytes timefile
 	local b=$2 t
+	[ -f "$3" ] || return 0
 	t=($(cat "$3"))
 	awk -v n="$1" -v b="$b" -v s="$SAMPLES" -v p="$PROM" -v w="${t[0]}" -v u="${t[1]}" -v y="${t[2]}" -v m="${t[3]}" \
 		'BEGIN { printf "%-22s %12d %10.3f %8.3f %9.1f %9.1f %9.0f\n", n, b, b/s, b/p, w, u+y, m/1024 }'
