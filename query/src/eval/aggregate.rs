@@ -41,6 +41,25 @@ fn group_labels(metric: &Labels, grouping: &[String], without: bool) -> Labels {
     }
 }
 
+/// A hash of the labels that decide a series' group (as Prometheus groups by a hash).
+fn group_key(metric: &Labels, grouping: &[String], without: bool) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for l in metric.iter() {
+        let listed = grouping.iter().any(|g| g == &l.name);
+        let include = if without {
+            !listed && l.name != METRIC_NAME
+        } else {
+            listed
+        };
+        if include {
+            l.name.hash(&mut h);
+            l.value.hash(&mut h);
+        }
+    }
+    h.finish()
+}
+
 #[derive(Default)]
 struct Group {
     labels: Labels,
@@ -173,17 +192,17 @@ fn simple_aggregate(
     without: bool,
     ts: i64,
 ) -> Vector {
-    let mut index: HashMap<Labels, usize> = HashMap::new();
+    let mut index: HashMap<u64, usize> = HashMap::new();
     let mut groups: Vec<Group> = Vec::new();
     for s in input {
-        let key = group_labels(&s.metric, grouping, without);
+        let key = group_key(&s.metric, grouping, without);
         let f = s.f;
         let gi = match index.get(&key) {
             Some(&i) => i,
             None => {
-                index.insert(key.clone(), groups.len());
+                index.insert(key, groups.len());
                 let mut g = Group {
-                    labels: key,
+                    labels: group_labels(&s.metric, grouping, without),
                     value: f,
                     mean: f,
                     count: 1.0,
@@ -418,7 +437,7 @@ fn topk(
     without: bool,
     ts: i64,
 ) -> Vector {
-    let mut index: HashMap<Labels, usize> = HashMap::new();
+    let mut index: HashMap<u64, usize> = HashMap::new();
     let mut heaps: Vec<GoHeap> = Vec::new();
     let less = match op {
         AggregateOp::Bottomk => less_by_reverse_value,
@@ -426,7 +445,7 @@ fn topk(
     };
     for mut s in input {
         s.t = ts;
-        let key = group_labels(&s.metric, grouping, without);
+        let key = group_key(&s.metric, grouping, without);
         let gi = match index.get(&key) {
             Some(&i) => i,
             None => {

@@ -67,7 +67,7 @@ pub(crate) struct Evaluator<'a> {
     pub(crate) interval: i64,
     deadline: Option<Instant>,
     cancel: Option<&'a AtomicBool>,
-    data: HashMap<usize, Vec<Loaded>>,
+    data: HashMap<usize, std::sync::Arc<Vec<Loaded>>>,
     pub(crate) annos: Annotations,
     ticks: u32,
     /// Samples held by the step being evaluated.
@@ -240,8 +240,7 @@ impl<'a> Evaluator<'a> {
             }
         }
         out.sort_by(|a, b| a.metric.cmp(&b.metric));
-        // Merge with data already loaded for this node (cannot happen in a tree, but be safe).
-        self.data.insert(key, out);
+        self.data.insert(key, std::sync::Arc::new(out));
         Ok(())
     }
 
@@ -250,6 +249,15 @@ impl<'a> Evaluator<'a> {
             .get(&(vs as *const VectorSelector as usize))
             .map(|v| v.as_slice())
             .unwrap_or(&[])
+    }
+
+    /// The loaded series of a selector, shared (so the evaluator can be borrowed mutably
+    /// while they are read).
+    pub(crate) fn loaded_arc(&self, vs: &VectorSelector) -> std::sync::Arc<Vec<Loaded>> {
+        self.data
+            .get(&(vs as *const VectorSelector as usize))
+            .cloned()
+            .unwrap_or_default()
     }
 
     // ----- times and durations -----
@@ -354,6 +362,7 @@ impl<'a> Evaluator<'a> {
     pub(crate) fn run_range(&mut self, expr: &Expr) -> EvalResult<Value> {
         let mut index: HashMap<Labels, usize> = HashMap::new();
         let mut out: Matrix = Vec::new();
+        let mut last_order: Vec<usize> = Vec::new();
         let mut ts = self.start;
         let mut total = 0usize;
         while ts <= self.end {
@@ -376,9 +385,13 @@ impl<'a> Evaluator<'a> {
                 Val::Vector(mut vec) => {
                     finish_vector(&mut vec)?;
                     total += vec.len();
-                    for s in vec {
-                        let i = match index.get(&s.metric) {
-                            Some(i) => *i,
+                    let mut this_order = Vec::with_capacity(vec.len());
+                    for (j, s) in vec.into_iter().enumerate() {
+                        // Series usually come in the same order every step: try the
+                        // previous step's position before hashing the labels.
+                        let guess = last_order.get(j).copied().filter(|&i: &usize| out[i].metric == s.metric);
+                        let i = match guess.or_else(|| index.get(&s.metric).copied()) {
+                            Some(i) => i,
                             None => {
                                 out.push(Series {
                                     metric: s.metric.clone(),
@@ -390,7 +403,9 @@ impl<'a> Evaluator<'a> {
                             }
                         };
                         out[i].floats.push(FPoint { t: ts, f: s.f });
+                        this_order.push(i);
                     }
+                    last_order = this_order;
                 }
                 other => {
                     return err(format!(

@@ -226,7 +226,7 @@ fn parse_le(s: &str) -> Option<f64> {
 
 /// Groups classic bucket samples by their labels without `le` (keeping insertion order).
 fn group_buckets(ev: &mut Evaluator<'_>, v: Vector, pos: usize) -> Vec<(Labels, Vec<Bucket>)> {
-    let mut index: HashMap<Labels, usize> = HashMap::new();
+    let mut index: HashMap<u64, usize> = HashMap::new();
     let mut groups: Vec<(Labels, Vec<Bucket>)> = Vec::new();
     for s in v {
         let le = s.metric.get("le").unwrap_or("");
@@ -241,12 +241,20 @@ fn group_buckets(ev: &mut Evaluator<'_>, v: Vector, pos: usize) -> Vec<(Labels, 
             ev.annos.warn(msg, Some(pos));
             continue;
         };
-        let key = s.metric.without("le");
+        let key = {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            for l in s.metric.iter().filter(|l| l.name != "le") {
+                l.name.hash(&mut h);
+                l.value.hash(&mut h);
+            }
+            h.finish()
+        };
         let i = match index.get(&key) {
             Some(&i) => i,
             None => {
-                index.insert(key.clone(), groups.len());
-                groups.push((key, Vec::new()));
+                index.insert(key, groups.len());
+                groups.push((s.metric.without("le"), Vec::new()));
                 groups.len() - 1
             }
         };

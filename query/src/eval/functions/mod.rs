@@ -13,7 +13,7 @@ use inferdb_storage::{Label, Labels, MatchOp};
 
 use super::{err, selector, EvalResult, Evaluator, Val};
 use crate::ast::{Call, Expr, ExprKind};
-use crate::value::{FPoint, Matrix, Sample, Series, Vector};
+use crate::value::{FPoint, Matrix, Sample, Vector};
 
 pub(crate) fn unwrap_paren(mut e: &Expr) -> &Expr {
     loop {
@@ -317,12 +317,77 @@ fn eval_matrix_call(
             scalars.push(eval_scalar(ev, a, ts)?);
         }
     }
-    let (m, wstart, wend) = eval_matrix_arg(ev, args[mi], ts)?;
-    let range_ms = wend - wstart;
     let matrix_pos = args[mi].span.start;
+    let keep_name = name == "last_over_time" || name == "first_over_time";
+
+    // (labels, drop name, result) per series with points in the window.
+    let mut results: Vec<(Labels, bool, Option<f64>)> = Vec::new();
+    let mut any_points = false;
+    let (wstart, wend);
+    if let ExprKind::MatrixSelector(ms) = &args[mi].kind {
+        // Straight from the loaded series: no copy of the window unless it holds
+        // staleness markers.
+        ev.check_limits()?;
+        let reft = selector::ref_time(ev, &ms.selector, ts)?;
+        let range = ev.duration_ms(&ms.range)?;
+        wstart = reft - range;
+        wend = reft;
+        let loaded = ev.loaded_arc(&ms.selector);
+        let mut buf: Vec<FPoint> = Vec::new();
+        let mut n = 0;
+        for l in loaded.iter() {
+            let lo = l.points.partition_point(|p| p.t <= wstart);
+            let hi = l.points.partition_point(|p| p.t <= wend);
+            if lo >= hi {
+                continue;
+            }
+            let mut window = &l.points[lo..hi];
+            if window.iter().any(|p| inferdb_storage::is_stale_nan(p.f)) {
+                buf.clear();
+                buf.extend(
+                    window
+                        .iter()
+                        .filter(|p| !inferdb_storage::is_stale_nan(p.f)),
+                );
+                window = &buf;
+            }
+            if window.is_empty() {
+                continue;
+            }
+            any_points = true;
+            n += window.len();
+            let v = if name == "absent_over_time" {
+                None
+            } else {
+                matrix_function(name, window, &scalars, wstart, wend, range, ts)?
+            };
+            if v.is_some() {
+                results.push((l.metric.clone(), !keep_name, v));
+            }
+        }
+        ev.add_samples(n)?;
+    } else {
+        let (m, ws, we) = eval_matrix_arg(ev, args[mi], ts)?;
+        wstart = ws;
+        wend = we;
+        for s in m {
+            if s.floats.is_empty() {
+                continue;
+            }
+            any_points = true;
+            let v = if name == "absent_over_time" {
+                None
+            } else {
+                matrix_function(name, &s.floats, &scalars, wstart, wend, we - ws, ts)?
+            };
+            if v.is_some() {
+                results.push((s.metric, s.drop_name || !keep_name, v));
+            }
+        }
+    }
 
     if name == "absent_over_time" {
-        if m.iter().any(|s| !s.floats.is_empty()) {
+        if any_points {
             return Ok(Val::Vector(vec![]));
         }
         return Ok(Val::Vector(vec![Sample {
@@ -332,11 +397,9 @@ fn eval_matrix_call(
             drop_name: true,
         }]));
     }
-
-    let keep_name = name == "last_over_time" || name == "first_over_time";
     if name == "quantile_over_time" {
         let q = scalars[0];
-        if (q.is_nan() || !(0.0..=1.0).contains(&q)) && m.iter().any(|s| !s.floats.is_empty()) {
+        if (q.is_nan() || !(0.0..=1.0).contains(&q)) && any_points {
             ev.annos.warn(
                 format!(
                     "quantile value should be between 0 and 1, got {}",
@@ -346,30 +409,22 @@ fn eval_matrix_call(
             );
         }
     }
-    if name == "double_exponential_smoothing" {
+    if name == "double_exponential_smoothing" && any_points {
         let (sf, tf) = (scalars[0], scalars[1]);
-        if !m.is_empty() {
-            if sf <= 0.0 || sf >= 1.0 {
-                return err(format!(
-                    "invalid smoothing factor. Expected: 0 < sf < 1, got: {sf:.6}"
-                ));
-            }
-            if tf <= 0.0 || tf >= 1.0 {
-                return err(format!(
-                    "invalid trend factor. Expected: 0 < tf < 1, got: {tf:.6}"
-                ));
-            }
+        if sf <= 0.0 || sf >= 1.0 {
+            return err(format!(
+                "invalid smoothing factor. Expected: 0 < sf < 1, got: {sf:.6}"
+            ));
+        }
+        if tf <= 0.0 || tf >= 1.0 {
+            return err(format!(
+                "invalid trend factor. Expected: 0 < tf < 1, got: {tf:.6}"
+            ));
         }
     }
 
-    let mut out = Vec::with_capacity(m.len());
-    for Series {
-        metric,
-        floats,
-        drop_name,
-    } in m
-    {
-        let v = matrix_function(name, &floats, &scalars, wstart, wend, range_ms, ts)?;
+    let mut out = Vec::with_capacity(results.len());
+    for (metric, drop_name, v) in results {
         let Some(v) = v else { continue };
         if name == "rate" || name == "increase" {
             if let Some(n) = metric.metric_name() {
@@ -388,7 +443,7 @@ fn eval_matrix_call(
             metric,
             t: ts,
             f: v,
-            drop_name: drop_name || !keep_name,
+            drop_name,
         });
     }
     ev.add_samples(out.len())?;
