@@ -1,5 +1,54 @@
 //! The `inferdb` binary: parses the command line and runs one command.
 
-fn main() {
-    println!("inferdb {}", env!("CARGO_PKG_VERSION"));
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use inferdb::cli::{query::QueryArgs, serve::ServeArgs, simulate::SimulateArgs};
+
+/// inferdb: a time-series database and PromQL engine for LLM-inference metrics, a drop-in
+/// for Prometheus behind Grafana.
+#[derive(Debug, Parser)]
+#[command(
+    name = "inferdb",
+    version,
+    about,
+    after_help = "Quick start:
+  inferdb serve --demo          # simulated vLLM servers, scraped, API on http://127.0.0.1:9090"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Scrape targets into the store and serve the Prometheus-compatible HTTP API.
+    Serve(ServeArgs),
+    /// Run a PromQL query against a data folder or a running server.
+    Query(QueryArgs),
+    /// Serve simulated vLLM /metrics pages.
+    Simulate(SimulateArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let res = match cli.command {
+        Command::Serve(a) => a.run(),
+        Command::Query(a) => a.run(),
+        Command::Simulate(a) => a.run(),
+    };
+    match res {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("inferdb: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
 }

@@ -1,0 +1,552 @@
+//! `inferdb serve`: opens the store, scrapes the configured targets (and the machine's GPUs),
+//! and serves the Prometheus-compatible HTTP API. Prometheus' own flag names are accepted, so
+//! a Prometheus container's command line works unchanged.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{anyhow, Context};
+use inferdb_query::EngineOptions;
+use inferdb_storage::{Db, Labels, Options};
+use tokio::sync::watch;
+
+use crate::api::params::{parse_duration_ns, parse_promql_duration_ms};
+use crate::api::{self, ApiConfig, ApiState, DbBackend, MetricMetadata, ScrapeStatus, TargetInfo};
+use crate::scrape::config::{parse_bytes, ScrapeConfig};
+use crate::scrape::{Config, SampleSink, ScrapeManager};
+
+/// Arguments of `inferdb serve`.
+#[derive(Debug, Clone, clap::Args)]
+#[command(after_help = "Examples:
+  inferdb serve --demo
+  inferdb serve --scrape http://localhost:8000/metrics
+  inferdb serve --config.file prometheus.yml --data-dir /var/lib/inferdb --web.listen-address 0.0.0.0:9090")]
+pub struct ServeArgs {
+    /// A Prometheus configuration file (global, scrape_configs); reloaded on SIGHUP.
+    #[arg(long = "config.file", value_name = "FILE")]
+    pub config_file: Option<PathBuf>,
+    /// Where the data lives.
+    #[arg(
+        long = "data-dir",
+        alias = "storage.tsdb.path",
+        value_name = "DIR",
+        default_value = "data"
+    )]
+    pub data_dir: PathBuf,
+    /// Address to serve the HTTP API on.
+    #[arg(
+        long = "web.listen-address",
+        value_name = "HOST:PORT",
+        default_value = "127.0.0.1:9090"
+    )]
+    pub listen: String,
+    /// Scrape this URL (repeatable), without a configuration file.
+    #[arg(long = "scrape", value_name = "URL")]
+    pub scrape: Vec<String>,
+    /// Start the built-in vLLM simulator and scrape it.
+    #[arg(long)]
+    pub demo: bool,
+    /// Simulated vLLM servers for --demo.
+    #[arg(long = "demo.servers", default_value_t = 2, value_name = "N")]
+    pub demo_servers: usize,
+    /// First port of the --demo simulator (0: any free port).
+    #[arg(long = "demo.port", default_value_t = 8000, value_name = "PORT")]
+    pub demo_port: u16,
+    /// How long to keep data (e.g. 15d, 1y).
+    #[arg(
+        long = "storage.tsdb.retention.time",
+        value_name = "DURATION",
+        default_value = "15d"
+    )]
+    pub retention_time: String,
+    /// The most bytes of blocks to keep (e.g. 10GB, 512MB); none by default.
+    #[arg(long = "storage.tsdb.retention.size", value_name = "BYTES")]
+    pub retention_size: Option<String>,
+    /// The longest a query may run.
+    #[arg(long = "query.timeout", value_name = "DURATION", default_value = "2m")]
+    pub query_timeout: String,
+    /// The most samples a query may load at once.
+    #[arg(
+        long = "query.max-samples",
+        value_name = "N",
+        default_value_t = 50_000_000
+    )]
+    pub query_max_samples: usize,
+    /// How far back an instant selector looks for a sample.
+    #[arg(
+        long = "query.lookback-delta",
+        value_name = "DURATION",
+        default_value = "5m"
+    )]
+    pub query_lookback_delta: String,
+    /// Queries evaluated at once; more wait in line.
+    #[arg(long = "query.max-concurrency", value_name = "N", default_value_t = 20)]
+    pub query_max_concurrency: usize,
+    /// The largest request body accepted, in bytes.
+    #[arg(long = "web.max-request-bytes", value_name = "BYTES", default_value_t = 8 << 20)]
+    pub max_request_bytes: usize,
+    /// Allow POST /-/reload.
+    #[arg(long = "web.enable-lifecycle")]
+    pub enable_lifecycle: bool,
+    /// Accept Prometheus remote write on /api/v1/write.
+    #[arg(long = "web.enable-remote-write-receiver")]
+    pub enable_remote_write_receiver: bool,
+    /// Do not sample the machine's GPUs through NVML.
+    #[arg(long = "no-gpu")]
+    pub no_gpu: bool,
+    /// GPU sampling interval.
+    #[arg(long = "gpu.interval", value_name = "DURATION", default_value = "15s")]
+    pub gpu_interval: String,
+    /// Prometheus flags accepted for compatibility and ignored (e.g. --web.console.libraries).
+    #[arg(
+        long = "web.console.libraries",
+        alias = "web.console.templates",
+        hide = true,
+        value_name = "X"
+    )]
+    pub ignored_console: Vec<String>,
+    /// Prometheus flags accepted for compatibility and ignored.
+    #[arg(
+        long = "log.level",
+        aliases = ["log.format", "web.external-url", "web.route-prefix", "enable-feature", "storage.tsdb.wal-compression", "web.page-title"],
+        hide = true,
+        value_name = "X",
+        num_args = 0..=1
+    )]
+    pub ignored: Vec<String>,
+    /// Prometheus flag accepted for compatibility and ignored.
+    #[arg(long = "web.enable-admin-api", hide = true)]
+    pub ignored_admin: bool,
+}
+
+fn duration_ms(flag: &str, s: &str) -> anyhow::Result<i64> {
+    parse_promql_duration_ms(s)
+        .or_else(|| parse_duration_ns(s).ok().map(|ns| ns / 1_000_000))
+        .ok_or_else(|| anyhow!("--{flag}: cannot parse {s:?} as a duration (e.g. 15d, 2m, 30s)"))
+}
+
+/// What the API shows of the scraper, and how it reloads the configuration.
+struct ScrapeView {
+    mgr: Arc<ScrapeManager>,
+    db: Arc<Db>,
+    configs: watch::Sender<Config>,
+    load: Arc<dyn Fn() -> anyhow::Result<Config> + Send + Sync>,
+}
+
+impl ScrapeStatus for ScrapeView {
+    fn targets(&self) -> Vec<TargetInfo> {
+        self.mgr
+            .targets()
+            .into_iter()
+            .map(|t| TargetInfo {
+                discovered_labels: Labels::from_pairs(t.target.discovered_labels.clone()),
+                labels: t.target.labels.clone(),
+                scrape_pool: t.target.job.clone(),
+                scrape_url: t.target.url.clone(),
+                last_error: t.state.last_error.clone().unwrap_or_default(),
+                last_scrape_ms: t.state.last_scrape_ms.unwrap_or(0),
+                last_scrape_duration_s: t.state.last_duration.as_secs_f64(),
+                health: t.state.health.as_str().to_string(),
+                scrape_interval_ms: t.target.interval.as_millis() as i64,
+                scrape_timeout_ms: t.target.timeout.as_millis() as i64,
+            })
+            .collect()
+    }
+
+    fn metadata(&self) -> Vec<MetricMetadata> {
+        let mut out = Vec::new();
+        for (name, list) in self.mgr.metadata() {
+            for m in list {
+                out.push(MetricMetadata {
+                    metric: name.clone(),
+                    typ: m.kind,
+                    help: m.help,
+                    unit: m.unit,
+                });
+            }
+        }
+        out
+    }
+
+    fn self_metrics(&self) -> String {
+        let st = self.db.stats();
+        let mut o = String::new();
+        let mut gauge = |name: &str, help: &str, typ: &str, v: f64| {
+            let _ = writeln!(
+                o,
+                "# HELP {name} {help}\n# TYPE {name} {typ}\n{name} {}",
+                api::json::format_float(v)
+            );
+        };
+        gauge(
+            "inferdb_tsdb_head_series",
+            "Series in the head.",
+            "gauge",
+            st.head_series as f64,
+        );
+        gauge(
+            "inferdb_tsdb_head_memory_bytes",
+            "Bytes held by the head.",
+            "gauge",
+            st.head_memory_bytes as f64,
+        );
+        gauge(
+            "inferdb_tsdb_head_samples_appended_total",
+            "Samples appended.",
+            "counter",
+            st.samples_appended as f64,
+        );
+        gauge(
+            "inferdb_tsdb_out_of_order_samples_total",
+            "Samples refused as out of order.",
+            "counter",
+            st.out_of_order as f64,
+        );
+        gauge(
+            "inferdb_tsdb_duplicate_samples_total",
+            "Samples refused for a duplicate timestamp.",
+            "counter",
+            st.duplicate_timestamp as f64,
+        );
+        gauge(
+            "inferdb_tsdb_out_of_bounds_samples_total",
+            "Samples refused as too old.",
+            "counter",
+            st.out_of_bounds as f64,
+        );
+        gauge(
+            "inferdb_tsdb_blocks_loaded",
+            "Blocks on disk.",
+            "gauge",
+            st.blocks as f64,
+        );
+        gauge(
+            "inferdb_tsdb_storage_blocks_bytes",
+            "Bytes of blocks on disk.",
+            "gauge",
+            st.block_bytes as f64,
+        );
+        let targets = self.mgr.targets();
+        let _ = writeln!(o, "# HELP inferdb_target_scrapes_total Scrapes done per target.\n# TYPE inferdb_target_scrapes_total counter");
+        for t in &targets {
+            let _ = writeln!(
+                o,
+                "inferdb_target_scrapes_total{{job={:?},url={:?}}} {}",
+                t.target.job, t.target.url, t.state.scrapes
+            );
+        }
+        let _ = writeln!(o, "# HELP inferdb_target_scrape_failures_total Failed scrapes per target.\n# TYPE inferdb_target_scrape_failures_total counter");
+        for t in &targets {
+            let _ = writeln!(
+                o,
+                "inferdb_target_scrape_failures_total{{job={:?},url={:?}}} {}",
+                t.target.job, t.target.url, t.state.failures
+            );
+        }
+        o
+    }
+
+    fn reload(&self) -> Result<(), String> {
+        let cfg = (self.load)().map_err(|e| format!("{e:#}"))?;
+        self.configs.send_replace(cfg);
+        tracing::info!("configuration reloaded");
+        Ok(())
+    }
+}
+
+/// Completes on SIGINT (Ctrl-C) or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}
+
+impl ServeArgs {
+    /// Runs the server until SIGINT/SIGTERM.
+    pub fn run(self) -> anyhow::Result<ExitCode> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .context("starting the async runtime")?;
+        rt.block_on(self.run_async())?;
+        Ok(ExitCode::SUCCESS)
+    }
+
+    /// The API settings these flags give.
+    pub fn api_config(&self, listen: SocketAddr) -> anyhow::Result<ApiConfig> {
+        let timeout_ms = duration_ms("query.timeout", &self.query_timeout)?;
+        let lookback_ms = duration_ms("query.lookback-delta", &self.query_lookback_delta)?;
+        let mut flags = BTreeMap::new();
+        flags.insert(
+            "config.file".into(),
+            self.config_file
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+        );
+        flags.insert(
+            "storage.tsdb.path".into(),
+            self.data_dir.display().to_string(),
+        );
+        flags.insert("web.listen-address".into(), self.listen.clone());
+        flags.insert(
+            "storage.tsdb.retention.time".into(),
+            self.retention_time.clone(),
+        );
+        flags.insert(
+            "storage.tsdb.retention.size".into(),
+            self.retention_size.clone().unwrap_or_else(|| "0B".into()),
+        );
+        flags.insert("query.timeout".into(), self.query_timeout.clone());
+        flags.insert(
+            "query.max-samples".into(),
+            self.query_max_samples.to_string(),
+        );
+        flags.insert(
+            "query.lookback-delta".into(),
+            self.query_lookback_delta.clone(),
+        );
+        flags.insert(
+            "query.max-concurrency".into(),
+            self.query_max_concurrency.to_string(),
+        );
+        flags.insert(
+            "web.enable-lifecycle".into(),
+            self.enable_lifecycle.to_string(),
+        );
+        flags.insert(
+            "web.enable-remote-write-receiver".into(),
+            self.enable_remote_write_receiver.to_string(),
+        );
+        Ok(ApiConfig {
+            listen,
+            query_timeout: Duration::from_millis(timeout_ms.max(1) as u64),
+            max_samples: self.query_max_samples,
+            lookback_delta_ms: lookback_ms.max(1),
+            max_concurrency: self.query_max_concurrency.max(1),
+            max_body_bytes: self.max_request_bytes,
+            enable_lifecycle: self.enable_lifecycle,
+            flags,
+            storage_retention: self.retention_time.clone(),
+            config_yaml: String::new(),
+        })
+    }
+
+    async fn run_async(self) -> anyhow::Result<()> {
+        let listen: SocketAddr = tokio::net::lookup_host(&self.listen)
+            .await
+            .with_context(|| format!("--web.listen-address {:?}", self.listen))?
+            .next()
+            .ok_or_else(|| anyhow!("--web.listen-address {:?} resolves to nothing", self.listen))?;
+        let mut api_cfg = self.api_config(listen)?;
+        let retention_ms = duration_ms("storage.tsdb.retention.time", &self.retention_time)?;
+        let retention_bytes = match &self.retention_size {
+            None => None,
+            Some(s) => {
+                Some(parse_bytes(s).map_err(|e| anyhow!("--storage.tsdb.retention.size: {e}"))?)
+            }
+        };
+        if self.enable_remote_write_receiver {
+            tracing::warn!("--web.enable-remote-write-receiver: remote write is not implemented yet; /api/v1/write answers 404");
+        }
+
+        // the simulator first, so its servers can join the scrape configuration
+        let mut demo_targets: Vec<String> = Vec::new();
+        let _sim = if self.demo {
+            let sim = crate::sim::Simulator::start(
+                "127.0.0.1",
+                self.demo_port,
+                crate::sim::SimOptions {
+                    servers: self.demo_servers.max(1),
+                    ..Default::default()
+                },
+            )
+            .await
+            .context("starting the --demo vLLM simulator")?;
+            demo_targets = sim.addrs().iter().map(|a| a.to_string()).collect();
+            tracing::info!(
+                servers = demo_targets.len(),
+                "demo: simulated vLLM servers on {demo_targets:?}"
+            );
+            Some(sim)
+        } else {
+            None
+        };
+        let config_file = self.config_file.clone();
+        let urls = self.scrape.clone();
+        let load = move || -> anyhow::Result<Config> {
+            let mut cfg = match &config_file {
+                Some(p) => Config::load(p).with_context(|| format!("loading {}", p.display()))?,
+                None => {
+                    // quick start: scrape every 15 s (Prometheus' example configuration)
+                    let mut c = Config::default();
+                    c.global.scrape_interval =
+                        crate::scrape::config::PromDuration(Duration::from_secs(15));
+                    c
+                }
+            };
+            if !urls.is_empty() {
+                cfg.scrape_configs.extend(
+                    ScrapeConfig::from_urls("inferdb-scrape", &urls)
+                        .map_err(|e| anyhow!("--scrape: {e}"))?,
+                );
+            }
+            if !demo_targets.is_empty() {
+                let mut job = ScrapeConfig::from_urls(
+                    "vllm",
+                    &[format!("http://{}/metrics", demo_targets[0])],
+                )
+                .map_err(|e| anyhow!("--demo: {e}"))?;
+                if let Some(j) = job.first_mut() {
+                    if let Some(sc) = j.static_configs.first_mut() {
+                        sc.targets = demo_targets.clone();
+                    }
+                }
+                cfg.scrape_configs.extend(job);
+            }
+            Ok(cfg)
+        };
+        let cfg = load()?;
+        if let Some(p) = &self.config_file {
+            api_cfg.config_yaml = std::fs::read_to_string(p).unwrap_or_default();
+        }
+        if cfg.scrape_configs.is_empty() {
+            tracing::warn!("nothing to scrape: give --config.file, --scrape URL or --demo");
+        }
+
+        let dir = self.data_dir.clone();
+        let db = tokio::task::spawn_blocking(move || {
+            std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+            Db::open(
+                &dir,
+                Options {
+                    retention_ms: Some(retention_ms),
+                    retention_bytes,
+                    ..Options::default()
+                },
+            )
+            .with_context(|| format!("opening the store in {}", dir.display()))
+        })
+        .await??;
+        let db = Arc::new(db);
+        tracing::info!(dir = %self.data_dir.display(), series = db.stats().head_series, "store open");
+
+        let sink: Arc<dyn SampleSink> = db.clone();
+        let mgr = Arc::new(ScrapeManager::new(sink.clone()));
+        let (cfg_tx, cfg_rx) = watch::channel(cfg);
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let stopped = |mut rx: watch::Receiver<bool>| async move {
+            let _ = rx.wait_for(|s| *s).await;
+        };
+        let scraper = tokio::spawn(crate::scrape::manager::run_with_reload(
+            mgr.clone(),
+            cfg_rx,
+            stopped(stop_rx.clone()),
+        ));
+        let gpu = if self.no_gpu {
+            None
+        } else {
+            let interval = Duration::from_millis(
+                duration_ms("gpu.interval", &self.gpu_interval)?.max(100) as u64,
+            );
+            tokio::task::spawn_blocking(crate::gpu::open_default)
+                .await
+                .ok()
+                .flatten()
+                .map(|sampler| {
+                    tokio::spawn(crate::gpu::run_gpu_sampler(
+                        sampler,
+                        sink.clone(),
+                        crate::gpu::GpuOptions::local(interval),
+                        stopped(stop_rx.clone()),
+                    ))
+                })
+        };
+
+        let view = Arc::new(ScrapeView {
+            mgr: mgr.clone(),
+            db: db.clone(),
+            configs: cfg_tx,
+            load: Arc::new(load),
+        });
+        #[cfg(unix)]
+        let hup_task = {
+            let view = view.clone();
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+                .ok()
+                .map(|mut hup| {
+                    tokio::spawn(async move {
+                        while hup.recv().await.is_some() {
+                            let v = view.clone();
+                            match tokio::task::spawn_blocking(move || v.reload()).await {
+                                Ok(Ok(())) => {}
+                                Ok(Err(e)) => tracing::error!("reload failed: {e}"),
+                                Err(e) => tracing::error!("reload failed: {e}"),
+                            }
+                        }
+                    })
+                })
+        };
+
+        let backend = DbBackend::new(
+            db.clone(),
+            EngineOptions {
+                lookback_delta_ms: api_cfg.lookback_delta_ms,
+                max_samples: api_cfg.max_samples,
+                timeout: api_cfg.query_timeout,
+                ..EngineOptions::default()
+            },
+        );
+        let state = ApiState::new(Arc::new(backend), view, api_cfg);
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .with_context(|| format!("listening on {listen}"))?;
+        tracing::info!("inferdb API on http://{}", listener.local_addr()?);
+        eprintln!("inferdb serving on http://{}", listener.local_addr()?);
+        let served = api::serve(listener, state, shutdown_signal()).await;
+        tracing::info!("shutting down");
+        let _ = stop_tx.send(true);
+        #[cfg(unix)]
+        if let Some(h) = hup_task {
+            h.abort();
+            let _ = h.await;
+        }
+        let _ = scraper.await;
+        mgr.stop().await;
+        if let Some(g) = gpu {
+            let _ = g.await;
+        }
+        drop(mgr);
+        served.context("serving HTTP")?;
+        match Arc::try_unwrap(db) {
+            Ok(db) => tokio::task::spawn_blocking(move || db.close())
+                .await?
+                .context("closing the store")?,
+            Err(db) => {
+                // something still holds the store (a query finishing): flush what we can
+                db.sync().context("syncing the WAL")?;
+            }
+        }
+        Ok(())
+    }
+}

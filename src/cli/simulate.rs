@@ -1,0 +1,64 @@
+//! `inferdb simulate`: serves realistic vLLM `/metrics` pages from the built-in simulator.
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+
+/// Arguments of `inferdb simulate`.
+#[derive(Debug, Clone, clap::Args)]
+#[command(after_help = "Examples:
+  inferdb simulate --port 8000
+  inferdb simulate --port 8000 --servers 3   # ports 8000, 8001, 8002; also /servers/<i>/metrics on 8000
+  curl -s localhost:8000/metrics | head")]
+pub struct SimulateArgs {
+    /// First port; server i listens on port+i (0: any free ports).
+    #[arg(long, default_value_t = 8000)]
+    pub port: u16,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// Number of simulated vLLM servers.
+    #[arg(long, default_value_t = 1)]
+    pub servers: usize,
+    /// Seconds of one workload cycle (steady load, KV-cache saturation, restart).
+    #[arg(long = "cycle", default_value_t = 600.0, value_name = "SECONDS")]
+    pub cycle_s: f64,
+    /// Seed of the first server's workload.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Answer gzip when asked (real vLLM does not).
+    #[arg(long)]
+    pub gzip: bool,
+}
+
+impl SimulateArgs {
+    /// Serves until SIGINT/SIGTERM.
+    pub fn run(self) -> anyhow::Result<ExitCode> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .context("starting the async runtime")?;
+        rt.block_on(async move {
+            let opts = crate::sim::SimOptions {
+                servers: self.servers.max(1),
+                cycle_s: if self.cycle_s > 0.0 {
+                    self.cycle_s
+                } else {
+                    600.0
+                },
+                gzip: self.gzip,
+                seed: self.seed,
+            };
+            let sim = crate::sim::Simulator::start(&self.host, self.port, opts)
+                .await
+                .context("starting the simulator")?;
+            for a in sim.addrs() {
+                println!("simulated vLLM server on http://{a}/metrics");
+            }
+            super::serve::shutdown_signal().await;
+            sim.stop();
+            anyhow::Ok(())
+        })?;
+        Ok(ExitCode::SUCCESS)
+    }
+}
