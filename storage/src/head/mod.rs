@@ -620,8 +620,24 @@ impl Head {
 
     /// The chunks of every series that lie entirely in `[mint, maxt)`, sorted by labels.
     pub fn chunks_in_range(&self, mint: i64, maxt: i64) -> Vec<(Labels, Vec<Vec<u8>>)> {
-        let mut out: Vec<(Labels, Vec<Vec<u8>>)> = Vec::new();
-        for m in self.all_series() {
+        self.chunks_in_range_iter(mint, maxt).collect()
+    }
+
+    /// Like [`Head::chunks_in_range`], one series at a time (a block cut holds only one
+    /// series' chunks in memory).
+    pub fn chunks_in_range_iter(
+        &self,
+        mint: i64,
+        maxt: i64,
+    ) -> impl Iterator<Item = (Labels, Vec<Vec<u8>>)> + '_ {
+        let mut series: Vec<(Labels, Arc<MemSeries>)> = self
+            .all_series()
+            .into_iter()
+            .filter(|m| self.has_samples(m, mint, maxt.saturating_sub(1)))
+            .map(|m| (m.labels(), m))
+            .collect();
+        series.sort_by(|a, b| a.0.cmp(&b.0));
+        series.into_iter().filter_map(move |(l, m)| {
             let g = m.inner.lock();
             let mut cs: Vec<Vec<u8>> = g
                 .full
@@ -633,12 +649,8 @@ impl Head {
             if !g.open.is_empty() && g.open.min_time() >= mint && g.open.max_time() < maxt {
                 cs.push(g.open.finish());
             }
-            if !cs.is_empty() {
-                out.push((m.labels(), cs));
-            }
-        }
-        out.sort_by(|a, b| a.0.cmp(&b.0));
-        out
+            (!cs.is_empty()).then_some((l, cs))
+        })
     }
 
     /// Drops everything older than `t` (now persisted in a block), raises the minimum valid

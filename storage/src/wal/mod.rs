@@ -262,8 +262,8 @@ pub struct WalWriter {
     seg_bytes: u64,
     max_segment_bytes: u64,
     buf: Vec<u8>,
-    unsynced: bool,
-    last_sync: Instant,
+    /// When the oldest write not yet fsynced happened (`None`: all synced).
+    unsynced: Option<Instant>,
     fsync_interval: Duration,
     broken: bool,
 }
@@ -286,8 +286,7 @@ impl WalWriter {
             seg_bytes: 0,
             max_segment_bytes: max_segment_bytes.max(1),
             buf: Vec::with_capacity(1 << 16),
-            unsynced: false,
-            last_sync: Instant::now(),
+            unsynced: None,
             fsync_interval,
             broken: false,
         })
@@ -334,7 +333,8 @@ impl WalWriter {
     }
 
     /// Writes the buffered records to the segment (one `write`), starting a new segment first
-    /// if the current one is full; fsyncs when the fsync interval has elapsed.
+    /// if the current one is full; fsyncs when the oldest unsynced write is one fsync interval
+    /// old (the database's background thread normally fsyncs sooner).
     pub fn flush(&mut self) -> Result<()> {
         if self.buf.is_empty() {
             return Ok(());
@@ -354,8 +354,8 @@ impl WalWriter {
         }
         self.seg_bytes += self.buf.len() as u64;
         self.buf.clear();
-        self.unsynced = true;
-        if self.last_sync.elapsed() >= self.fsync_interval {
+        let since = *self.unsynced.get_or_insert_with(Instant::now);
+        if since.elapsed() >= self.fsync_interval {
             self.sync()?;
         }
         Ok(())
@@ -368,34 +368,36 @@ impl WalWriter {
 
     /// Fsyncs the current segment if anything was written since the last fsync.
     pub fn sync(&mut self) -> Result<()> {
-        if self.unsynced {
+        if self.unsynced.is_some() {
             self.file
                 .sync_data()
                 .map_err(|e| Error::io(self.dir.join(segment_name(self.seg)), e))?;
-            self.unsynced = false;
+            self.unsynced = None;
         }
-        self.last_sync = Instant::now();
         Ok(())
     }
 
     /// A second handle on the current segment to fsync without holding the writer's lock;
     /// `None` when nothing is unsynced. Marks the data as synced.
     pub fn take_sync_handle(&mut self) -> Result<Option<File>> {
-        if !self.unsynced {
+        if self.unsynced.is_none() {
             return Ok(None);
         }
         let f = self
             .file
             .try_clone()
             .map_err(|e| Error::io(self.dir.join(segment_name(self.seg)), e))?;
-        self.unsynced = false;
-        self.last_sync = Instant::now();
+        self.unsynced = None;
         Ok(Some(f))
     }
 
-    /// Whether the fsync interval has elapsed with unsynced data.
-    pub fn sync_due(&self) -> bool {
-        self.unsynced && self.last_sync.elapsed() >= self.fsync_interval
+    /// Whether the oldest unsynced write is older than `fraction` of the fsync interval.
+    /// The background thread checks every quarter interval with `fraction = 3/4`, so every
+    /// write is fsynced within one interval.
+    pub fn sync_due(&self, fraction: f64) -> bool {
+        self.unsynced.is_some_and(|t| {
+            t.elapsed().as_secs_f64() >= self.fsync_interval.as_secs_f64() * fraction
+        })
     }
 
     /// Fsyncs the current segment and starts the next one; returns the closed segment number.
@@ -409,9 +411,8 @@ impl WalWriter {
         self.file = Self::open_segment(&self.dir, old + 1)?;
         self.seg = old + 1;
         self.seg_bytes = 0;
-        self.unsynced = false;
+        self.unsynced = None;
         self.broken = false;
-        self.last_sync = Instant::now();
         Ok(old)
     }
 }
@@ -595,6 +596,26 @@ mod tests {
         assert_eq!(last, 2);
         let (segs, cps) = list(&w).unwrap();
         assert_eq!((segs, cps), (vec![2], vec![1]));
+    }
+
+    #[test]
+    fn sync_is_due_by_the_oldest_unsynced_write() {
+        let d = tempfile::tempdir().unwrap();
+        let mut slow = WalWriter::create(d.path(), 0, Duration::from_secs(3600), 1 << 20).unwrap();
+        assert!(!slow.sync_due(0.0), "nothing written");
+        slow.log_samples(&[sample(1)]);
+        slow.flush().unwrap();
+        assert!(slow.sync_due(0.0));
+        assert!(!slow.sync_due(0.75));
+        assert!(slow.take_sync_handle().unwrap().is_some());
+        assert!(!slow.sync_due(0.0));
+        assert!(slow.take_sync_handle().unwrap().is_none());
+        drop(slow);
+        // a zero interval fsyncs on every flush
+        let mut eager = WalWriter::create(d.path(), 5, Duration::ZERO, 1 << 20).unwrap();
+        eager.log_samples(&[sample(1)]);
+        eager.flush().unwrap();
+        assert!(!eager.sync_due(0.0));
     }
 
     #[test]
