@@ -618,10 +618,14 @@ fn check(line: &Value, code: u16, body: &str) -> Vec<&'static str> {
     checked
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn grafana_corpus_replays() {
-    let corpus =
-        std::fs::read_to_string(corpus_path()).expect("shared/spec/grafana-requests.jsonl");
+struct Running {
+    base: String,
+    stop: tokio::sync::oneshot::Sender<()>,
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
+    _dir: tempfile::TempDir,
+}
+
+async fn start_loaded(config: ApiConfig) -> Running {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(
         dir.path(),
@@ -634,13 +638,27 @@ async fn grafana_corpus_replays() {
     load_vllm_data(&db);
     let db = Arc::new(db);
     let backend = DbBackend::new(db.clone(), EngineOptions::default());
-    let state = ApiState::new(Arc::new(backend), Arc::new(Meta), ApiConfig::default());
+    let state = ApiState::new(Arc::new(backend), Arc::new(Meta), config);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(api::serve(listener, state, async move {
         let _ = rx.await;
     }));
+    Running {
+        base,
+        stop: tx,
+        server,
+        _dir: dir,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grafana_corpus_replays() {
+    let corpus =
+        std::fs::read_to_string(corpus_path()).expect("shared/spec/grafana-requests.jsonl");
+    let running = start_loaded(ApiConfig::default()).await;
+    let base = running.base.clone();
     let client = reqwest::Client::new();
 
     let mut n = 0;
@@ -693,6 +711,112 @@ async fn grafana_corpus_replays() {
         n += 1;
     }
     assert_eq!(n, 62, "every corpus line replayed");
-    let _ = tx.send(());
-    server.await.unwrap().unwrap();
+    let _ = running.stop.send(());
+    running.server.await.unwrap().unwrap();
+}
+
+/// 200 concurrent dashboard range queries all succeed (they queue behind the concurrency
+/// limit); a 100 MB body, a 1e9-point range and regex bombs are refused cleanly and the server
+/// stays up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_load_and_abuse_are_handled() {
+    let running = start_loaded(ApiConfig {
+        max_concurrency: 4,
+        ..ApiConfig::default()
+    })
+    .await;
+    let base = running.base.clone();
+    let client = reqwest::Client::new();
+    let queries = [
+        "sum by (model_name) (rate(vllm:generation_tokens_total[1m0s]))",
+        "histogram_quantile(0.99, sum by(le) (rate(vllm:e2e_request_latency_seconds_bucket[1m0s])))",
+        "vllm:num_requests_running",
+        "sum by(le) (increase(vllm:request_prompt_tokens_bucket[1m0s]))",
+    ];
+    let mut tasks = Vec::new();
+    for i in 0..200 {
+        let client = client.clone();
+        let url = format!("{base}/api/v1/query_range");
+        let q = queries[i % queries.len()];
+        tasks.push(tokio::spawn(async move {
+            let r = client
+                .post(url)
+                .form(&[
+                    ("query", q),
+                    ("start", "1754002830"),
+                    ("end", "1754006430"),
+                    ("step", "15"),
+                ])
+                .send()
+                .await
+                .unwrap();
+            let code = r.status().as_u16();
+            let v: Value = serde_json::from_str(&r.text().await.unwrap()).unwrap();
+            (
+                code,
+                v["data"]["result"].as_array().map(|a| a.len()).unwrap_or(0),
+            )
+        }));
+    }
+    for t in tasks {
+        let (code, n) = t.await.unwrap();
+        assert_eq!(code, 200);
+        assert!(n > 0);
+    }
+
+    // a 100 MB body: refused without reading it all
+    let big = vec![b'a'; 100 << 20];
+    let r = client
+        .post(format!("{base}/api/v1/query"))
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .body(big)
+        .send()
+        .await;
+    if let Ok(r) = r {
+        assert_eq!(r.status().as_u16(), 413);
+    }
+    // a 1e9-point range
+    let r = client
+        .get(format!("{base}/api/v1/query_range"))
+        .query(&[
+            ("query", "vllm:num_requests_running"),
+            ("start", "0"),
+            ("end", "1000000000"),
+            ("step", "1"),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+    // a regex too big to compile, and one that backtracking engines choke on
+    let r = client
+        .get(format!("{base}/api/v1/query"))
+        .query(&[("query", "{__name__=~\"((((a{100}){100}){100}){100})\"}")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+    let r = client
+        .get(format!("{base}/api/v1/series"))
+        .query(&[(
+            "match[]",
+            "{__name__=~\"(a+)+(b+)+(c+)+$\",model_name=~\"(.*a){20}\"}",
+        )])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    // still serving
+    let r = client
+        .post(format!("{base}/api/v1/query"))
+        .form(&[("query", "1+1"), ("time", "4")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.text().await.unwrap(),
+        r#"{"status":"success","data":{"resultType":"scalar","result":[4,"2"]}}"#
+    );
+    let _ = running.stop.send(());
+    running.server.await.unwrap().unwrap();
 }
