@@ -285,20 +285,13 @@ impl Db {
         }
     }
 
-    /// A querier over `[mint, maxt]` (inclusive), seeing the data committed so far.
+    /// A querier over `[mint, maxt]` (inclusive); each of its calls sees the data committed
+    /// before the call.
     pub fn querier(&self, mint: i64, maxt: i64) -> Result<Querier> {
         if self.inner.closed.load(Ordering::Acquire) {
             return Err(Error::Closed);
         }
-        let blocks: Vec<Arc<Block>> = self
-            .inner
-            .blocks
-            .read()
-            .iter()
-            .filter(|b| b.meta().min_time <= maxt && b.meta().max_time >= mint)
-            .cloned()
-            .collect();
-        Ok(Querier::new(self.inner.clone(), blocks, mint, maxt))
+        Ok(Querier::new(self.inner.clone(), mint, maxt))
     }
 
     /// The data folder.

@@ -21,11 +21,13 @@ struct SChunk {
     src: Src,
 }
 
-/// A view of the database over `[mint, maxt]`, taken when created: later block cuts or
-/// compactions do not disturb it (blocks stay mapped while referenced).
+/// Reads the database over `[mint, maxt]`. Each call sees everything committed before it
+/// started: it reads the head first and the block list after, so a block cut that moves data
+/// from the head into a block meanwhile loses nothing (data seen twice is merged). Results
+/// stay valid through later cuts, compactions and retention (blocks and head chunk files stay
+/// mapped while referenced).
 pub struct Querier {
     db: Arc<DbInner>,
-    blocks: Vec<Arc<Block>>,
     mint: i64,
     maxt: i64,
 }
@@ -40,13 +42,19 @@ pub struct Series {
 }
 
 impl Querier {
-    pub(crate) fn new(db: Arc<DbInner>, blocks: Vec<Arc<Block>>, mint: i64, maxt: i64) -> Self {
-        Querier {
-            db,
-            blocks,
-            mint,
-            maxt,
-        }
+    pub(crate) fn new(db: Arc<DbInner>, mint: i64, maxt: i64) -> Self {
+        Querier { db, mint, maxt }
+    }
+
+    /// The blocks overlapping the range, now (call after reading the head).
+    fn blocks(&self) -> Vec<Arc<Block>> {
+        self.db
+            .blocks
+            .read()
+            .iter()
+            .filter(|b| b.meta().min_time <= self.maxt && b.meta().max_time >= self.mint)
+            .cloned()
+            .collect()
     }
 
     /// The queried range's start (inclusive).
@@ -63,18 +71,6 @@ impl Querier {
     /// merged over blocks and head.
     pub fn select(&self, ms: &[Matcher]) -> Result<Vec<Series>> {
         let mut by: BTreeMap<Labels, Vec<SChunk>> = BTreeMap::new();
-        for b in &self.blocks {
-            for s in b.select(ms, self.mint, self.maxt)? {
-                let e = by.entry(s.labels).or_default();
-                for (m, r) in s.chunks {
-                    e.push(SChunk {
-                        min_time: m.min_time,
-                        max_time: m.max_time,
-                        src: Src::Block(b.clone(), r),
-                    });
-                }
-            }
-        }
         for m in self.db.head.select(ms) {
             let cs = self.db.head.series_chunks(&m, self.mint, self.maxt);
             if cs.is_empty() {
@@ -87,6 +83,18 @@ impl Querier {
                     max_time: c.max_time,
                     src: Src::Head(c),
                 });
+            }
+        }
+        for b in &self.blocks() {
+            for s in b.select(ms, self.mint, self.maxt)? {
+                let e = by.entry(s.labels).or_default();
+                for (m, r) in s.chunks {
+                    e.push(SChunk {
+                        min_time: m.min_time,
+                        max_time: m.max_time,
+                        src: Src::Block(b.clone(), r),
+                    });
+                }
             }
         }
         Ok(by
@@ -109,18 +117,18 @@ impl Querier {
     /// The label sets of the series matching `ms` with samples in the range, sorted.
     pub fn series(&self, ms: &[Matcher]) -> Result<Vec<Labels>> {
         let mut out: Vec<Labels> = Vec::new();
-        for b in &self.blocks {
+        for m in self.db.head.select(ms) {
+            if self.db.head.has_samples(&m, self.mint, self.maxt) {
+                out.push(m.labels());
+            }
+        }
+        for b in &self.blocks() {
             out.extend(
                 b.select(ms, self.mint, self.maxt)?
                     .into_iter()
                     .filter(|s| !s.chunks.is_empty())
                     .map(|s| s.labels),
             );
-        }
-        for m in self.db.head.select(ms) {
-            if self.db.head.has_samples(&m, self.mint, self.maxt) {
-                out.push(m.labels());
-            }
         }
         out.sort();
         out.dedup();
@@ -130,7 +138,7 @@ impl Querier {
     /// Label names among series matching `ms` (all series when empty), sorted.
     pub fn label_names(&self, ms: &[Matcher]) -> Result<Vec<String>> {
         let mut out = self.db.head.label_names(ms);
-        for b in &self.blocks {
+        for b in &self.blocks() {
             out.extend(b.label_names(ms)?);
         }
         out.sort();
@@ -141,7 +149,7 @@ impl Querier {
     /// Values of label `name` among series matching `ms`, sorted.
     pub fn label_values(&self, name: &str, ms: &[Matcher]) -> Result<Vec<String>> {
         let mut out = self.db.head.label_values(name, ms);
-        for b in &self.blocks {
+        for b in &self.blocks() {
             out.extend(b.label_values(name, ms)?);
         }
         out.sort();

@@ -175,3 +175,45 @@ fn retention_deletes_old_blocks() {
     let s = q.select(&[Matcher::equal("instance", "a")]).unwrap();
     assert!(s[0].iter().next().unwrap().0 >= newest - 3 * BD);
 }
+
+#[test]
+fn queries_run_through_cuts_and_compactions() {
+    let d = tempfile::tempdir().unwrap();
+    let db = Db::open(d.path(), opts()).unwrap();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let (dbr, doner) = (&db, &done);
+        s.spawn(move || {
+            for k in 0..200 {
+                fill(dbr, k * 500, (k + 1) * 500, 100, &["a", "b", "c"]);
+                if k % 10 == 0 {
+                    dbr.maintain().unwrap();
+                }
+            }
+            doner.store(true, std::sync::atomic::Ordering::Release);
+        });
+        for _ in 0..3 {
+            s.spawn(move || {
+                let mut rounds = 0;
+                while !doner.load(std::sync::atomic::Ordering::Acquire) || rounds < 3 {
+                    rounds += 1;
+                    let q = dbr.querier(i64::MIN, i64::MAX).unwrap();
+                    for se in q.select(&[]).unwrap() {
+                        let mut it = se.iter();
+                        let mut want = 0;
+                        for (t, v) in it.by_ref() {
+                            assert_eq!(t, want, "{}", se.labels());
+                            assert_eq!(v, (t / 100) as f64 + v.fract());
+                            want += 100;
+                        }
+                        assert!(it.err().is_none(), "{:?}", it.err());
+                    }
+                }
+            });
+        }
+    });
+    assert!(db.blocks().len() >= 2);
+    let all = read_all(&db);
+    assert_eq!(all.len(), 3);
+    assert!(all.iter().all(|s| s.1.len() == 1000));
+}
