@@ -222,8 +222,9 @@ pub(crate) fn get_uvarint(data: &[u8], pos: &mut usize) -> Option<u64> {
 
 /// Unary prefixes at least this long are escapes followed by an explicit bit length.
 pub(crate) const RICE_ESCAPE: u32 = 16;
-/// Cap on a residual's contribution to the running mean (keeps the state bounded).
-const RICE_CAP: u64 = 1 << 50;
+/// Cap on a residual's contribution to the running mean (keeps the state within `u32`; larger
+/// residuals are escaped).
+const RICE_CAP: u64 = 1 << 27;
 
 /// Adaptive Rice coder for unsigned residuals. The parameter `k` follows a running mean of the
 /// recent residuals (an exponential moving average with weight 1/16), which the decoder
@@ -233,18 +234,18 @@ const RICE_CAP: u64 = 1 << 50;
 /// of `z`; otherwise sixteen one-bits, `bitlen(z) - 1` in 6 bits, then `z` without its top bit.
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct Rice {
-    m: u64,
+    m: u32,
 }
 
 impl Rice {
     #[inline]
     fn k(&self) -> u32 {
-        64 - (self.m >> 4).leading_zeros()
+        32 - (self.m >> 4).leading_zeros()
     }
 
     #[inline]
     fn update(&mut self, z: u64) {
-        self.m = self.m - (self.m >> 4) + z.min(RICE_CAP);
+        self.m = self.m - (self.m >> 4) + z.min(RICE_CAP) as u32;
     }
 
     /// Encodes `z`, returning the number of bits written.
@@ -311,6 +312,130 @@ impl Rice {
     pub(crate) fn cost(&mut self, z: u64) -> u32 {
         let mut c = BitCounter(0);
         self.encode(z, &mut c)
+    }
+}
+
+/// Run-length coder for residual streams that are mostly zero (scrape jitter, rarely changing
+/// values). At the first residual of a run of `r >= 0` zeros, `r` is written ([`Rice`] coded);
+/// each non-zero residual `z` is written as `z - 1` (another [`Rice`] state) after its run.
+/// Trailing zeros are one final run. Writing needs to know each run's length when it starts
+/// ([`encode_at`](Sparse::encode_at)); [`StreamCost`] gives the same bit count without
+/// look-ahead.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Sparse {
+    run: Rice,
+    val: Rice,
+    /// Zeros still to return (decoder) or to skip (writer).
+    zeros: u32,
+    /// A run was coded and its non-zero residual is next.
+    expect_value: bool,
+}
+
+impl Sparse {
+    /// Writes residual `z`; `run_len` counts the zeros starting at this residual (called only
+    /// when a run starts). Returns the bits written.
+    #[inline]
+    pub(crate) fn encode_at<S: BitSink>(
+        &mut self,
+        z: u64,
+        run_len: impl FnOnce() -> u64,
+        out: &mut S,
+    ) -> u32 {
+        if self.zeros > 0 {
+            self.zeros -= 1;
+            return 0;
+        }
+        if self.expect_value {
+            self.expect_value = false;
+            return self.val.encode(z.wrapping_sub(1), out);
+        }
+        let r = if z == 0 { run_len().max(1) } else { 0 };
+        let b = self.run.encode(r, out);
+        if r == 0 {
+            return b + self.val.encode(z.wrapping_sub(1), out);
+        }
+        self.zeros = u32::try_from(r - 1).unwrap_or(u32::MAX);
+        self.expect_value = true;
+        b
+    }
+
+    /// Decodes one residual.
+    #[inline]
+    pub(crate) fn decode(&mut self, r: &mut BitReader<'_>) -> u64 {
+        if self.zeros > 0 {
+            self.zeros -= 1;
+            return 0;
+        }
+        if self.expect_value {
+            self.expect_value = false;
+            return self.val.decode(r).wrapping_add(1);
+        }
+        let run = self.run.decode(r);
+        if run == 0 {
+            return self.val.decode(r).wrapping_add(1);
+        }
+        self.zeros = u32::try_from(run - 1).unwrap_or(u32::MAX);
+        self.expect_value = true;
+        0
+    }
+}
+
+/// Prices a residual stream in both codings at once.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct StreamCost {
+    rice: Rice,
+    run: Rice,
+    val: Rice,
+    zeros: u32,
+    rice_bits: u32,
+    sparse_bits: u32,
+    /// Whether every residual so far was zero.
+    pub(crate) all_zero: bool,
+}
+
+impl StreamCost {
+    /// A fresh tracker.
+    pub(crate) fn new() -> Self {
+        StreamCost {
+            all_zero: true,
+            ..Default::default()
+        }
+    }
+
+    /// Adds a residual.
+    #[inline]
+    pub(crate) fn add(&mut self, z: u64) {
+        self.rice_bits = self.rice_bits.saturating_add(self.rice.cost(z));
+        if z == 0 {
+            self.zeros += 1;
+        } else {
+            let b = self.run.cost(u64::from(self.zeros)) + self.val.cost(z - 1);
+            self.sparse_bits = self.sparse_bits.saturating_add(b);
+            self.zeros = 0;
+            self.all_zero = false;
+        }
+    }
+
+    /// Bits of the sparse coding, trailing zeros included.
+    pub(crate) fn sparse_bits(&self) -> u64 {
+        let mut run = self.run;
+        let tail = if self.zeros > 0 {
+            run.cost(u64::from(self.zeros))
+        } else {
+            0
+        };
+        u64::from(self.sparse_bits) + u64::from(tail)
+    }
+
+    /// The cheaper coding: `(bits, sparse?)`.
+    pub(crate) fn best(&self) -> (u64, bool) {
+        let s = self.sparse_bits();
+        let r = u64::from(self.rice_bits);
+        if s < r {
+            (s, true)
+        } else {
+            (r, false)
+        }
     }
 }
 
@@ -420,5 +545,61 @@ mod tests {
         }
         assert!(!r.overrun());
         assert_eq!(r.remaining(), 0);
+    }
+
+    #[test]
+    fn sparse_round_trip_and_cost() {
+        let cases: Vec<Vec<u64>> = vec![
+            vec![],
+            vec![0, 0, 0],
+            vec![5],
+            vec![0, 0, 7, 0, 0, 0, 1, 0],
+            vec![
+                3,
+                4,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                9,
+                u64::MAX,
+            ],
+            (0..200).map(|i| if i % 17 == 0 { i } else { 0 }).collect(),
+        ];
+        for vals in cases {
+            let mut w = BitWriter::new();
+            let mut e = Sparse::default();
+            let mut cost = StreamCost::new();
+            let mut bits = 0u64;
+            for (i, &v) in vals.iter().enumerate() {
+                let run = || vals[i..].iter().take_while(|&&x| x == 0).count() as u64;
+                bits += u64::from(e.encode_at(v, run, &mut w));
+                cost.add(v);
+            }
+            assert_eq!(bits, cost.sparse_bits());
+            assert_eq!(bits, w.bit_len());
+            assert_eq!(cost.all_zero, vals.iter().all(|&v| v == 0));
+            let mut r = BitReader::new(w.bytes(), w.bit_len());
+            let mut d = Sparse::default();
+            for &v in &vals {
+                assert_eq!(d.decode(&mut r), v);
+            }
+            assert!(!r.overrun());
+            assert_eq!(r.remaining(), 0);
+        }
     }
 }

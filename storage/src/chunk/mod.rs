@@ -15,10 +15,13 @@
 //! chunk   := kind [intparams] count:uvarint body_len:uvarint body crc32:u32le
 //! kind    := u8: bits 0-1 value coding (1 XOR, 2 integer, 3 constant),
 //!                bit 2 timestamps as delta - first delta (else delta of delta),
-//!                bit 3 timestamps regular (no timestamp bits), bits 4-7 zero
+//!                bit 3 timestamps regular (no timestamp bits),
+//!                bit 4 timestamp residuals run-length coded ([`bitstream::Sparse`]),
+//!                bits 5-7 zero
 //! intparams := u8 (only for integer coding): bits 0-3 decimals k (<= 9),
 //!                bit 4 residual is the delta (else delta of delta),
-//!                bit 5 all residuals zero (no value bits), bits 6-7 zero
+//!                bit 5 all residuals zero (no value bits),
+//!                bit 6 residuals run-length coded, bit 7 zero
 //! body    := (empty when count = 0)
 //!            t0:zigzag-uvarint [first_delta:zigzag-uvarint if count >= 2]
 //!            first_value:uvarint (integer: zigzag(n0); else the f64 bits byte-swapped,
@@ -28,8 +31,9 @@
 //! crc32   := CRC-32 (IEEE) of every byte from kind to the end of body
 //! ```
 //!
-//! Residuals of timestamps and integers are zigzag mapped and coded with
-//! [`bitstream::Rice`]; XOR value codes follow the Gorilla paper (see [`xor`]).
+//! Residuals of timestamps and integers are zigzag mapped and coded with the adaptive
+//! [`bitstream::Rice`] coder, or, when most are zero, as runs of zeros and non-zero residuals
+//! ([`bitstream::Sparse`]); XOR value codes follow the Gorilla paper (see [`xor`]).
 
 pub(crate) mod bitstream;
 pub(crate) mod int;
@@ -37,7 +41,7 @@ pub(crate) mod xor;
 
 use crate::error::Error;
 use bitstream::{
-    get_uvarint, put_uvarint, unzigzag, zigzag, BitCounter, BitReader, BitWriter, Rice,
+    get_uvarint, put_uvarint, unzigzag, zigzag, BitReader, BitWriter, Rice, Sparse, StreamCost,
 };
 use xor::XorState;
 
@@ -53,19 +57,27 @@ const KIND_INT: u8 = 2;
 const KIND_CONST: u8 = 3;
 const TS_DELTA: u8 = 1 << 2;
 const TS_REGULAR: u8 = 1 << 3;
-const KIND_RESERVED: u8 = 0xf0;
+const TS_SPARSE: u8 = 1 << 4;
+const KIND_RESERVED: u8 = 0xe0;
 const INT_DEC_MASK: u8 = 0x0f;
 const INT_DELTA: u8 = 1 << 4;
 const INT_NO_BITS: u8 = 1 << 5;
-const INT_RESERVED: u8 = 0xc0;
+const INT_SPARSE: u8 = 1 << 6;
+const INT_RESERVED: u8 = 0x80;
 
 /// How a chunk codes its timestamps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TimeEncoding {
-    /// Zigzag/Rice coded delta of delta (Gorilla's scheme).
-    DeltaOfDelta,
-    /// Zigzag/Rice coded difference between each delta and the first delta.
-    Delta,
+    /// Coded delta of delta (Gorilla's scheme).
+    DeltaOfDelta {
+        /// Residuals run-length coded.
+        sparse: bool,
+    },
+    /// Coded difference between each delta and the first delta.
+    Delta {
+        /// Residuals run-length coded.
+        sparse: bool,
+    },
     /// All deltas equal the first: no timestamp bits.
     Regular,
 }
@@ -83,6 +95,8 @@ pub enum ValueEncoding {
         delta_of_delta: bool,
         /// All residuals are zero: no value bits.
         no_bits: bool,
+        /// Residuals run-length coded.
+        sparse: bool,
     },
     /// Every value has the first value's bits: no value bits.
     Const,
@@ -128,6 +142,59 @@ fn corrupt(offset: usize, reason: impl Into<String>) -> Error {
     Error::corrupt("chunk", "", offset as u64, reason)
 }
 
+/// A residual stream coder: plain adaptive Rice or run-length (sparse).
+#[derive(Debug, Clone, Copy)]
+enum ResCoder {
+    Rice(Rice),
+    Sparse(Sparse),
+}
+
+impl ResCoder {
+    fn new(use_sparse: bool) -> Self {
+        if use_sparse {
+            ResCoder::Sparse(Sparse::default())
+        } else {
+            ResCoder::Rice(Rice::default())
+        }
+    }
+
+    /// Codes residual `z`, the `j`th of its stream; `ahead` holds the whole stream's residuals
+    /// (needed by the run-length coding only).
+    #[inline]
+    fn encode(&mut self, z: u64, j: usize, ahead: &[u64], w: &mut BitWriter) -> u32 {
+        match self {
+            ResCoder::Rice(r) => r.encode(z, w),
+            ResCoder::Sparse(s) => {
+                let run = || {
+                    ahead
+                        .get(j..)
+                        .map_or(0, |r| r.iter().take_while(|&&x| x == 0).count() as u64)
+                };
+                s.encode_at(z, run, w)
+            }
+        }
+    }
+
+    #[inline]
+    fn decode(&mut self, r: &mut BitReader<'_>) -> u64 {
+        match self {
+            ResCoder::Rice(c) => c.decode(r),
+            ResCoder::Sparse(s) => s.decode(r),
+        }
+    }
+}
+
+fn time_sparse(t: TimeEncoding) -> bool {
+    match t {
+        TimeEncoding::Delta { sparse } | TimeEncoding::DeltaOfDelta { sparse } => sparse,
+        TimeEncoding::Regular => false,
+    }
+}
+
+fn value_sparse(v: ValueEncoding) -> bool {
+    matches!(v, ValueEncoding::Int { sparse: true, .. })
+}
+
 /// A coder for one chunk with fixed codings.
 #[derive(Debug, Clone)]
 struct Encoder {
@@ -143,8 +210,8 @@ struct Encoder {
     n0: i64,
     n_prev: i64,
     d_prev: i64,
-    ts_rice: Rice,
-    v_rice: Rice,
+    ts_coder: ResCoder,
+    v_coder: ResCoder,
     xor: XorState,
 }
 
@@ -163,8 +230,8 @@ impl Encoder {
             n0: 0,
             n_prev: 0,
             d_prev: 0,
-            ts_rice: Rice::default(),
-            v_rice: Rice::default(),
+            ts_coder: ResCoder::new(time_sparse(time)),
+            v_coder: ResCoder::new(value_sparse(value)),
             xor: XorState::default(),
         }
     }
@@ -173,6 +240,20 @@ impl Encoder {
     /// Returns the (timestamp, value) bits written.
     #[inline]
     fn push(&mut self, t: i64, v: f64, n: i64) -> (u32, u32) {
+        self.push_ahead(t, v, n, &[], &[])
+    }
+
+    /// [`push`](Encoder::push) for run-length coded streams: `ts_ahead` / `v_ahead` hold all
+    /// timestamp / value residuals of the chunk.
+    #[inline]
+    fn push_ahead(
+        &mut self,
+        t: i64,
+        v: f64,
+        n: i64,
+        ts_ahead: &[u64],
+        v_ahead: &[u64],
+    ) -> (u32, u32) {
         let bits = v.to_bits();
         let (mut tb, mut vb) = (0, 0);
         if self.count == 0 {
@@ -190,15 +271,15 @@ impl Encoder {
             } else {
                 match self.time {
                     TimeEncoding::Regular => {}
-                    TimeEncoding::Delta => {
-                        tb = self
-                            .ts_rice
-                            .encode(zigzag(delta.wrapping_sub(self.delta1)), &mut self.w)
+                    TimeEncoding::Delta { .. } => {
+                        let z = zigzag(delta.wrapping_sub(self.delta1));
+                        let j = usize::from(self.count - 2);
+                        tb = self.ts_coder.encode(z, j, ts_ahead, &mut self.w)
                     }
-                    TimeEncoding::DeltaOfDelta => {
-                        tb = self
-                            .ts_rice
-                            .encode(zigzag(delta.wrapping_sub(self.delta_prev)), &mut self.w)
+                    TimeEncoding::DeltaOfDelta { .. } => {
+                        let z = zigzag(delta.wrapping_sub(self.delta_prev));
+                        let j = usize::from(self.count - 2);
+                        tb = self.ts_coder.encode(z, j, ts_ahead, &mut self.w)
                     }
                 }
             }
@@ -219,7 +300,8 @@ impl Encoder {
                         d
                     };
                     if !no_bits {
-                        vb = self.v_rice.encode(zigzag(r), &mut self.w);
+                        let j = usize::from(self.count - 1);
+                        vb = self.v_coder.encode(zigzag(r), j, v_ahead, &mut self.w);
                     }
                     self.d_prev = d;
                     self.n_prev = n;
@@ -237,15 +319,19 @@ impl Encoder {
             ValueEncoding::Const => KIND_CONST,
         };
         match self.time {
-            TimeEncoding::DeltaOfDelta => {}
-            TimeEncoding::Delta => b0 |= TS_DELTA,
+            TimeEncoding::DeltaOfDelta { .. } => {}
+            TimeEncoding::Delta { .. } => b0 |= TS_DELTA,
             TimeEncoding::Regular => b0 |= TS_REGULAR,
+        }
+        if time_sparse(self.time) {
+            b0 |= TS_SPARSE;
         }
         match self.value {
             ValueEncoding::Int {
                 decimals,
                 delta_of_delta,
                 no_bits,
+                sparse,
             } => {
                 let mut b1 = decimals & INT_DEC_MASK;
                 if !delta_of_delta {
@@ -253,6 +339,9 @@ impl Encoder {
                 }
                 if no_bits {
                     b1 |= INT_NO_BITS;
+                }
+                if sparse {
+                    b1 |= INT_SPARSE;
                 }
                 ([b0, b1], 2)
             }
@@ -315,14 +404,10 @@ impl Encoder {
 #[derive(Debug, Clone)]
 pub struct ChunkWriter {
     enc: Encoder,
-    ts_delta: Rice,
-    ts_delta_bits: u64,
-    ts_dod_bits: u64,
-    ts_regular: bool,
-    v_delta: Rice,
-    v_delta_bits: u64,
-    v_dod_bits: u64,
-    v_dod_zero: bool,
+    ts_delta: StreamCost,
+    ts_dod: StreamCost,
+    v_delta: StreamCost,
+    v_dod: StreamCost,
     v_xor: XorState,
     v_xor_bits: u64,
     v_const: bool,
@@ -343,15 +428,11 @@ impl ChunkWriter {
 
     fn with_value_encoding(value: ValueEncoding) -> Self {
         ChunkWriter {
-            enc: Encoder::new(TimeEncoding::DeltaOfDelta, value),
-            ts_delta: Rice::default(),
-            ts_delta_bits: 0,
-            ts_dod_bits: 0,
-            ts_regular: true,
-            v_delta: Rice::default(),
-            v_delta_bits: 0,
-            v_dod_bits: 0,
-            v_dod_zero: true,
+            enc: Encoder::new(TimeEncoding::DeltaOfDelta { sparse: false }, value),
+            ts_delta: StreamCost::new(),
+            ts_dod: StreamCost::new(),
+            v_delta: StreamCost::new(),
+            v_dod: StreamCost::new(),
             v_xor: XorState::default(),
             v_xor_bits: 0,
             v_const: true,
@@ -375,6 +456,7 @@ impl ChunkWriter {
                     decimals: k,
                     delta_of_delta: true,
                     no_bits: false,
+                    sparse: false,
                 },
                 None => ValueEncoding::Xor,
             };
@@ -401,6 +483,7 @@ impl ChunkWriter {
                         decimals: k2,
                         delta_of_delta: true,
                         no_bits: false,
+                        sparse: false,
                     },
                     None => ValueEncoding::Xor,
                 };
@@ -454,24 +537,23 @@ impl ChunkWriter {
         if idx >= 1 {
             if idx >= 2 {
                 let delta = t.wrapping_sub(self.enc.t_last);
-                let r = delta.wrapping_sub(self.enc.delta1);
-                self.ts_regular &= r == 0;
-                self.ts_delta_bits += u64::from(self.ts_delta.cost(zigzag(r)));
+                self.ts_delta
+                    .add(zigzag(delta.wrapping_sub(self.enc.delta1)));
+                self.ts_dod
+                    .add(zigzag(delta.wrapping_sub(self.enc.delta_prev)));
             }
             self.v_const &= bits == self.enc.first_bits;
-            self.v_xor_bits += u64::from(self.v_xor.encode(bits, &mut BitCounter(0)));
+            self.v_xor_bits += u64::from(self.v_xor.encode(bits, &mut bitstream::BitCounter(0)));
             if let ValueEncoding::Int { .. } = self.enc.value {
                 let d = n.wrapping_sub(self.enc.n_prev);
-                self.v_dod_zero &= d == self.enc.d_prev;
-                self.v_delta_bits += u64::from(self.v_delta.cost(zigzag(d)));
+                self.v_delta.add(zigzag(d));
+                self.v_dod.add(zigzag(d.wrapping_sub(self.enc.d_prev)));
             }
         } else {
             self.v_xor = XorState::new(bits);
         }
         self.max_abs_n = self.max_abs_n.max(n.saturating_abs());
-        let (tb, vb) = self.enc.push(t, v, n);
-        self.ts_dod_bits += u64::from(tb);
-        self.v_dod_bits += u64::from(vb);
+        self.enc.push(t, v, n);
     }
 
     /// Number of samples.
@@ -531,43 +613,52 @@ impl ChunkWriter {
 
     /// The encoded chunk (header, body, crc32) in the smallest coding; self-delimiting.
     pub fn finish(&self) -> Vec<u8> {
-        let time = if self.enc.count <= 2 || self.ts_regular {
+        let time = if self.enc.count <= 2 || self.ts_delta.all_zero {
             TimeEncoding::Regular
-        } else if self.ts_delta_bits < self.ts_dod_bits {
-            TimeEncoding::Delta
         } else {
-            TimeEncoding::DeltaOfDelta
+            let (db, ds) = self.ts_delta.best();
+            let (ddb, dds) = self.ts_dod.best();
+            if db < ddb {
+                TimeEncoding::Delta { sparse: ds }
+            } else {
+                TimeEncoding::DeltaOfDelta { sparse: dds }
+            }
         };
         let value = if self.v_const {
             ValueEncoding::Const
         } else {
             match self.enc.value {
                 ValueEncoding::Int { decimals, .. } => {
-                    let (int_bits, int) = if self.v_dod_zero {
+                    let (db, ds) = self.v_delta.best();
+                    let (ddb, dds) = self.v_dod.best();
+                    let (int_bits, int) = if self.v_dod.all_zero {
                         (
                             0,
                             ValueEncoding::Int {
                                 decimals,
                                 delta_of_delta: true,
                                 no_bits: true,
+                                sparse: false,
                             },
                         )
-                    } else if self.v_delta_bits < self.v_dod_bits {
+                    } else if db < ddb {
                         (
-                            self.v_delta_bits,
+                            db,
                             ValueEncoding::Int {
                                 decimals,
                                 delta_of_delta: false,
                                 no_bits: false,
+                                sparse: ds,
                             },
                         )
                     } else {
                         (
-                            self.v_dod_bits,
+                            ddb,
                             ValueEncoding::Int {
                                 decimals,
                                 delta_of_delta: true,
                                 no_bits: false,
+                                sparse: dds,
                             },
                         )
                     };
@@ -588,24 +679,27 @@ impl ChunkWriter {
     pub fn finish_with(&self, policy: EncodePolicy) -> Option<Vec<u8>> {
         match policy {
             EncodePolicy::Auto => Some(self.finish()),
-            EncodePolicy::Xor => {
-                Some(self.encode_as(TimeEncoding::DeltaOfDelta, ValueEncoding::Xor))
-            }
+            EncodePolicy::Xor => Some(self.encode_as(
+                TimeEncoding::DeltaOfDelta { sparse: false },
+                ValueEncoding::Xor,
+            )),
             EncodePolicy::Int => match self.enc.value {
                 ValueEncoding::Int { decimals, .. } => Some(self.encode_as(
-                    TimeEncoding::DeltaOfDelta,
+                    TimeEncoding::DeltaOfDelta { sparse: false },
                     ValueEncoding::Int {
                         decimals,
                         delta_of_delta: true,
                         no_bits: false,
+                        sparse: false,
                     },
                 )),
                 _ if self.is_empty() => Some(self.encode_as(
-                    TimeEncoding::DeltaOfDelta,
+                    TimeEncoding::DeltaOfDelta { sparse: false },
                     ValueEncoding::Int {
                         decimals: 0,
                         delta_of_delta: true,
                         no_bits: false,
+                        sparse: false,
                     },
                 )),
                 _ => None,
@@ -620,15 +714,61 @@ impl ChunkWriter {
         let mut e = Encoder::new(time, value);
         let k = decimals_of(value);
         let is_int = matches!(value, ValueEncoding::Int { .. });
-        for (t, v) in self.iter() {
-            let n = if is_int {
+        let scaled = |v: f64| {
+            if is_int {
                 int::to_scaled(v, k).unwrap_or(0)
             } else {
                 0
-            };
-            e.push(t, v, n);
+            }
+        };
+        let (mut ts_ahead, mut v_ahead) = (Vec::new(), Vec::new());
+        if time_sparse(time) || value_sparse(value) {
+            // the run-length coding writes a run's length where it starts: collect residuals
+            let dod_t = matches!(time, TimeEncoding::DeltaOfDelta { .. });
+            let dod_v = matches!(
+                value,
+                ValueEncoding::Int {
+                    delta_of_delta: true,
+                    ..
+                }
+            );
+            let (mut prev_t, mut delta1, mut delta_prev, mut n_prev, mut d_prev) = (0, 0, 0, 0, 0);
+            for (i, (t, v)) in self.iter().enumerate() {
+                if i >= 1 {
+                    let delta = t.wrapping_sub(prev_t);
+                    if i == 1 {
+                        delta1 = delta;
+                    } else {
+                        let base = if dod_t { delta_prev } else { delta1 };
+                        ts_ahead.push(zigzag(delta.wrapping_sub(base)));
+                    }
+                    delta_prev = delta;
+                }
+                prev_t = t;
+                let n = scaled(v);
+                if i >= 1 {
+                    let d = n.wrapping_sub(n_prev);
+                    v_ahead.push(zigzag(if dod_v { d.wrapping_sub(d_prev) } else { d }));
+                    d_prev = d;
+                }
+                n_prev = n;
+            }
+        }
+        for (t, v) in self.iter() {
+            e.push_ahead(t, v, scaled(v), &ts_ahead, &v_ahead);
         }
         e.to_bytes()
+    }
+
+    #[doc(hidden)]
+    pub fn debug_sizes() -> [usize; 5] {
+        [
+            std::mem::size_of::<Self>(),
+            std::mem::size_of::<Encoder>(),
+            std::mem::size_of::<StreamCost>(),
+            std::mem::size_of::<ResCoder>(),
+            std::mem::size_of::<XorState>(),
+        ]
     }
 
     /// Heap memory held (the bit buffer's capacity), for head-memory accounting. The writer
@@ -660,11 +800,12 @@ fn parse_header(bytes: &[u8]) -> Result<Parsed, Error> {
     if b0 & KIND_RESERVED != 0 {
         return Err(corrupt(0, format!("unknown chunk encoding byte {b0:#04x}")));
     }
+    let sparse = b0 & TS_SPARSE != 0;
     let time = match (b0 & TS_DELTA != 0, b0 & TS_REGULAR != 0) {
-        (false, false) => TimeEncoding::DeltaOfDelta,
-        (true, false) => TimeEncoding::Delta,
-        (false, true) => TimeEncoding::Regular,
-        (true, true) => return Err(corrupt(0, format!("conflicting timestamp flags {b0:#04x}"))),
+        (false, false) => TimeEncoding::DeltaOfDelta { sparse },
+        (true, false) => TimeEncoding::Delta { sparse },
+        (false, true) if !sparse => TimeEncoding::Regular,
+        _ => return Err(corrupt(0, format!("conflicting timestamp flags {b0:#04x}"))),
     };
     let mut pos = 1;
     let value = match b0 & KIND_MASK {
@@ -683,6 +824,7 @@ fn parse_header(bytes: &[u8]) -> Result<Parsed, Error> {
                 decimals,
                 delta_of_delta: b1 & INT_DELTA == 0,
                 no_bits: b1 & INT_NO_BITS != 0,
+                sparse: b1 & INT_SPARSE != 0,
             }
         }
         _ => return Err(corrupt(0, format!("unknown value encoding {b0:#04x}"))),
@@ -921,8 +1063,8 @@ pub struct SampleIter<'a> {
     d: i64,
     t0: i64,
     first: u64,
-    ts_rice: Rice,
-    v_rice: Rice,
+    ts_coder: ResCoder,
+    v_coder: ResCoder,
     xor: XorState,
     base_offset: u64,
     checked_end: bool,
@@ -955,8 +1097,8 @@ impl<'a> SampleIter<'a> {
             d: 0,
             t0,
             first,
-            ts_rice: Rice::default(),
-            v_rice: Rice::default(),
+            ts_coder: ResCoder::new(time_sparse(time)),
+            v_coder: ResCoder::new(value_sparse(value)),
             xor: XorState::default(),
             base_offset,
             checked_end: false,
@@ -1051,12 +1193,12 @@ impl Iterator for SampleIter<'_> {
             } else {
                 match self.time {
                     TimeEncoding::Regular => self.delta1,
-                    TimeEncoding::Delta => self
+                    TimeEncoding::Delta { .. } => self
                         .delta1
-                        .wrapping_add(unzigzag(self.ts_rice.decode(&mut self.r))),
-                    TimeEncoding::DeltaOfDelta => self
+                        .wrapping_add(unzigzag(self.ts_coder.decode(&mut self.r))),
+                    TimeEncoding::DeltaOfDelta { .. } => self
                         .delta
-                        .wrapping_add(unzigzag(self.ts_rice.decode(&mut self.r))),
+                        .wrapping_add(unzigzag(self.ts_coder.decode(&mut self.r))),
                 }
             };
             self.delta = delta;
@@ -1072,11 +1214,12 @@ impl Iterator for SampleIter<'_> {
                     decimals,
                     delta_of_delta,
                     no_bits,
+                    ..
                 } => {
                     let r = if no_bits {
                         0
                     } else {
-                        unzigzag(self.v_rice.decode(&mut self.r))
+                        unzigzag(self.v_coder.decode(&mut self.r))
                     };
                     if delta_of_delta {
                         self.d = self.d.wrapping_add(r);

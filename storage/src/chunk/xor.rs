@@ -11,8 +11,8 @@ use super::bitstream::{BitReader, BitSink};
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct XorState {
     prev: u64,
-    lead: u32,
-    trail: u32,
+    lead: u8,
+    trail: u8,
     has_window: bool,
 }
 
@@ -44,10 +44,11 @@ impl XorState {
         }
         let lead = x.leading_zeros().min(31);
         let trail = x.trailing_zeros();
-        if self.has_window && lead >= self.lead && trail >= self.trail {
-            let width = 64 - self.lead - self.trail;
+        let (plead, ptrail) = (u32::from(self.lead), u32::from(self.trail));
+        if self.has_window && lead >= plead && trail >= ptrail {
+            let width = 64 - plead - ptrail;
             out.write(0b10, 2);
-            out.write(x >> self.trail, width);
+            out.write(x >> ptrail, width);
             2 + width
         } else {
             let width = 64 - lead - trail;
@@ -55,8 +56,8 @@ impl XorState {
             out.write(u64::from(lead), 5);
             out.write(u64::from(width - 1), 6);
             out.write(x >> trail, width);
-            self.lead = lead;
-            self.trail = trail;
+            self.lead = lead as u8;
+            self.trail = trail as u8;
             self.has_window = true;
             13 + width
         }
@@ -73,9 +74,10 @@ impl XorState {
         if (p >> 62) & 1 == 0 {
             r.skip(2);
             // a window must exist; in corrupt input it may not, then lead = trail = 0
-            let width = 64 - self.lead - self.trail;
+            let trail = u32::from(self.trail);
+            let width = 64u32.saturating_sub(u32::from(self.lead) + trail);
             let v = r.read_long(width);
-            self.prev ^= v << self.trail;
+            self.prev ^= if trail >= 64 { 0 } else { v << trail };
             return self.prev;
         }
         // new window: 2 + 5 + 6 header bits are all within the peeked word
@@ -85,8 +87,8 @@ impl XorState {
         let trail = 64u32.saturating_sub(lead + width);
         let width = 64 - lead - trail; // corrupt lead + width > 64: shrink width
         let v = r.read_long(width);
-        self.lead = lead;
-        self.trail = trail;
+        self.lead = lead as u8;
+        self.trail = trail as u8;
         self.has_window = true;
         self.prev ^= if trail >= 64 { 0 } else { v << trail };
         self.prev
