@@ -792,3 +792,54 @@ async fn concurrent_requests_queue_instead_of_failing() {
         assert_eq!(t.await.unwrap(), 200);
     }
 }
+
+#[tokio::test]
+async fn basic_auth_from_web_config() {
+    let hash = bcrypt::hash("s3cret", 4).unwrap();
+    let web =
+        inferdb::api::auth::WebConfig::parse(&format!("basic_auth_users:\n  grafana: '{hash}'\n"))
+            .unwrap();
+    let cfg = ApiConfig {
+        basic_auth_users: web.basic_auth_users,
+        ..ApiConfig::default()
+    };
+    let s = start_with(cfg, Arc::new(NoScrape)).await;
+    let url = format!("{}/api/v1/query", s.base);
+    let form = [("query", "1+1"), ("time", "4")];
+    let r = s.client.post(&url).form(&form).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 401);
+    assert!(r
+        .headers()
+        .get("www-authenticate")
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .starts_with("Basic"));
+    let r = s
+        .client
+        .post(&url)
+        .basic_auth("grafana", Some("wrong"))
+        .form(&form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 401);
+    for _ in 0..2 {
+        let r = s
+            .client
+            .post(&url)
+            .basic_auth("grafana", Some("s3cret"))
+            .form(&form)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 200);
+    }
+    let r = s
+        .client
+        .get(format!("{}/metrics", s.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 401);
+}

@@ -6,6 +6,7 @@
 //! metric metadata, provided by the scraper). [`router::router`] builds the axum `Router`;
 //! [`router::serve`] runs it.
 
+pub mod auth;
 pub mod backend;
 pub mod error;
 pub mod json;

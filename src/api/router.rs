@@ -46,6 +46,8 @@ pub struct ApiConfig {
     pub storage_retention: String,
     /// The loaded configuration file as YAML, for `/api/v1/status/config`.
     pub config_yaml: String,
+    /// Users allowed in (name to bcrypt hash); empty: no authentication.
+    pub basic_auth_users: BTreeMap<String, String>,
 }
 
 impl Default for ApiConfig {
@@ -61,6 +63,7 @@ impl Default for ApiConfig {
             flags: BTreeMap::new(),
             storage_retention: "15d".into(),
             config_yaml: String::new(),
+            basic_auth_users: BTreeMap::new(),
         }
     }
 }
@@ -296,7 +299,12 @@ pub fn router(state: ApiState) -> Router {
         .route("/status/config", get(status::config))
         .route("/status/tsdb", get(status::tsdb))
         .route("/status/walreplay", get(status::walreplay));
-    Router::new()
+    let auth = (!state.config().basic_auth_users.is_empty()).then(|| {
+        Arc::new(super::auth::BasicAuth::new(
+            state.config().basic_auth_users.clone(),
+        ))
+    });
+    let router = Router::new()
         .nest("/api/v1", api)
         .route("/-/healthy", get(misc::healthy).head(misc::healthy))
         .route("/-/ready", get(misc::ready).head(misc::ready))
@@ -304,8 +312,12 @@ pub fn router(state: ApiState) -> Router {
         .route("/metrics", get(misc::metrics))
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(state.clone(), track))
-        .layer(CompressionLayer::new())
-        .with_state(state)
+        .layer(CompressionLayer::new());
+    let router = match auth {
+        Some(a) => router.layer(middleware::from_fn_with_state(a, super::auth::require)),
+        None => router,
+    };
+    router.with_state(state)
 }
 
 /// Serves the API on `listener` until `shutdown` completes.

@@ -90,6 +90,9 @@ pub struct ServeArgs {
     /// The largest request body accepted, in bytes.
     #[arg(long = "web.max-request-bytes", value_name = "BYTES", default_value_t = 8 << 20)]
     pub max_request_bytes: usize,
+    /// A Prometheus web configuration file (basic_auth_users with bcrypt hashes).
+    #[arg(long = "web.config.file", value_name = "FILE")]
+    pub web_config_file: Option<PathBuf>,
     /// Allow POST /-/reload.
     #[arg(long = "web.enable-lifecycle")]
     pub enable_lifecycle: bool,
@@ -349,6 +352,14 @@ impl ServeArgs {
             flags,
             storage_retention: self.retention_time.clone(),
             config_yaml: String::new(),
+            basic_auth_users: match &self.web_config_file {
+                Some(p) => {
+                    crate::api::auth::WebConfig::load(p)
+                        .with_context(|| format!("--web.config.file {}", p.display()))?
+                        .basic_auth_users
+                }
+                None => BTreeMap::new(),
+            },
         })
     }
 
