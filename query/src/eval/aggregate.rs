@@ -8,8 +8,9 @@ use inferdb_storage::{Label, Labels};
 
 use super::functions::math::{kahan_inc, quantile};
 use super::{err, EvalResult, Evaluator, Val};
+use super::{Sample, Vector};
 use crate::ast::{AggregateExpr, AggregateOp, Expr, ExprKind};
-use crate::value::{fmt_g, Sample, Vector};
+use crate::value::fmt_g;
 
 fn unwrap_paren(mut e: &Expr) -> &Expr {
     while let ExprKind::Paren(inner) = &e.kind {
@@ -289,7 +290,7 @@ fn simple_aggregate(
                 _ => g.value,
             };
             Sample {
-                metric: g.labels,
+                metric: g.labels.into(),
                 t: ts,
                 f: v,
                 drop_name: g.drop_name,
@@ -322,7 +323,7 @@ fn count_values(
             None => {
                 index.insert(key.clone(), out.len());
                 out.push(Sample {
-                    metric: key,
+                    metric: key.into(),
                     t: ts,
                     f: 1.0,
                     drop_name: false,
@@ -614,7 +615,7 @@ mod tests {
 
     fn s(v: f64, name: &str) -> Sample {
         Sample {
-            metric: Labels::from_pairs([("i", name)]),
+            metric: Labels::from_pairs([("i", name)]).into(),
             t: 0,
             f: v,
             drop_name: false,

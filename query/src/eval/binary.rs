@@ -7,8 +7,9 @@ use inferdb_storage::labels::METRIC_NAME;
 use inferdb_storage::{Label, Labels};
 
 use super::{drop_metadata, err, EvalResult, Evaluator, Val};
+use super::{Sample, Vector};
 use crate::ast::{BinaryExpr, BinaryOp, Cardinality, Expr, VectorMatching};
-use crate::value::{go_labels_string, Sample, Vector};
+use crate::value::go_labels_string;
 
 pub(crate) fn eval_binary(
     ev: &mut Evaluator<'_>,
@@ -323,7 +324,7 @@ fn vector_binop(
             continue;
         }
         out.push(Sample {
-            metric,
+            metric: metric.into(),
             t: ts,
             f: v,
             drop_name: return_bool,

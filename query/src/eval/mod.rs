@@ -19,7 +19,56 @@ use inferdb_storage::Labels;
 use crate::ast::{AtModifier, Duration, Expr, ExprKind, Subquery, UnaryOp, VectorSelector};
 use crate::engine::{EngineOptions, QueryError};
 use crate::storage::Queryable;
-use crate::value::{Annotations, FPoint, Matrix, Sample, Series, Value, Vector};
+use crate::value::{Annotations, FPoint, Value};
+
+/// A series' labels, shared between steps.
+pub(crate) type Metric = std::sync::Arc<Labels>;
+
+/// One element of an instant vector during evaluation (labels shared, see
+/// [`crate::value::Sample`] for the public form).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Sample {
+    pub(crate) metric: Metric,
+    pub(crate) t: i64,
+    pub(crate) f: f64,
+    pub(crate) drop_name: bool,
+}
+
+/// One series of a range vector during evaluation.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Series {
+    pub(crate) metric: Metric,
+    pub(crate) floats: Vec<FPoint>,
+    pub(crate) drop_name: bool,
+}
+
+pub(crate) type Vector = Vec<Sample>;
+pub(crate) type Matrix = Vec<Series>;
+
+fn owned(m: Metric) -> Labels {
+    std::sync::Arc::try_unwrap(m).unwrap_or_else(|a| (*a).clone())
+}
+
+fn public_vector(v: Vector) -> crate::value::Vector {
+    v.into_iter()
+        .map(|s| crate::value::Sample {
+            metric: owned(s.metric),
+            t: s.t,
+            f: s.f,
+            drop_name: s.drop_name,
+        })
+        .collect()
+}
+
+fn public_matrix(m: Matrix) -> crate::value::Matrix {
+    m.into_iter()
+        .map(|s| crate::value::Series {
+            metric: owned(s.metric),
+            floats: s.floats,
+            drop_name: s.drop_name,
+        })
+        .collect()
+}
 
 /// The value of an expression at one evaluation step.
 #[derive(Debug, Clone)]
@@ -45,7 +94,7 @@ impl Val {
 /// markers included).
 #[derive(Debug, Clone)]
 pub(crate) struct Loaded {
-    pub(crate) metric: Labels,
+    pub(crate) metric: Metric,
     pub(crate) points: Vec<FPoint>,
 }
 
@@ -234,7 +283,7 @@ impl<'a> Evaluator<'a> {
             }
             if !points.is_empty() {
                 out.push(Loaded {
-                    metric: s.labels,
+                    metric: std::sync::Arc::new(s.labels),
                     points,
                 });
             }
@@ -343,24 +392,24 @@ impl<'a> Evaluator<'a> {
                 for s in vec.iter_mut() {
                     s.t = ts;
                 }
-                Value::Vector(vec)
+                Value::Vector(public_vector(vec))
             }
             Val::Matrix(mut m) => {
                 for s in m.iter_mut() {
                     if s.drop_name {
-                        s.metric = drop_metadata(&s.metric);
+                        s.metric = drop_metadata(&s.metric).into();
                         s.drop_name = false;
                     }
                 }
                 let mut m = merge_same_labelsets(m)?;
                 m.sort_by(|a, b| a.metric.cmp(&b.metric));
-                Value::Matrix(m)
+                Value::Matrix(public_matrix(m))
             }
         })
     }
 
     pub(crate) fn run_range(&mut self, expr: &Expr) -> EvalResult<Value> {
-        let mut index: HashMap<Labels, usize> = HashMap::new();
+        let mut index: HashMap<Metric, usize> = HashMap::new();
         let mut out: Matrix = Vec::new();
         let mut last_order: Vec<usize> = Vec::new();
         let mut ts = self.start;
@@ -371,9 +420,9 @@ impl<'a> Evaluator<'a> {
             let v = self.eval(expr, ts)?;
             match v {
                 Val::Scalar(f) => {
-                    let i = *index.entry(Labels::default()).or_insert_with(|| {
+                    let i = *index.entry(Metric::default()).or_insert_with(|| {
                         out.push(Series {
-                            metric: Labels::default(),
+                            metric: Metric::default(),
                             floats: Vec::new(),
                             drop_name: false,
                         });
@@ -420,7 +469,7 @@ impl<'a> Evaluator<'a> {
             ts += self.interval;
         }
         out.sort_by(|a, b| a.metric.cmp(&b.metric));
-        Ok(Value::Matrix(out))
+        Ok(Value::Matrix(public_matrix(out)))
     }
 
     // ----- the recursive evaluation -----
@@ -492,7 +541,7 @@ impl<'a> Evaluator<'a> {
             t += step;
         }
         let key = sq as *const Subquery as usize;
-        let mut index: HashMap<Labels, usize> = HashMap::new();
+        let mut index: HashMap<Metric, usize> = HashMap::new();
         let mut out: Matrix = Vec::new();
         while t <= reft {
             self.check_limits()?;
@@ -510,9 +559,9 @@ impl<'a> Evaluator<'a> {
             };
             match v {
                 Val::Scalar(f) => {
-                    let i = *index.entry(Labels::default()).or_insert_with(|| {
+                    let i = *index.entry(Metric::default()).or_insert_with(|| {
                         out.push(Series {
-                            metric: Labels::default(),
+                            metric: Labels::default().into(),
                             floats: Vec::new(),
                             drop_name: false,
                         });
@@ -576,7 +625,7 @@ pub(crate) fn drop_metadata(l: &Labels) -> Labels {
 pub(crate) fn finish_vector(vec: &mut Vector) -> EvalResult<()> {
     for s in vec.iter_mut() {
         if s.drop_name {
-            s.metric = drop_metadata(&s.metric);
+            s.metric = drop_metadata(&s.metric).into();
             s.drop_name = false;
         }
     }
@@ -600,7 +649,7 @@ pub(crate) fn check_duplicates(vec: &[Sample]) -> EvalResult<()> {
 /// Merges series that ended up with the same labels (after name removal); an overlap in
 /// timestamps is Prometheus' duplicate-labelset error.
 pub(crate) fn merge_same_labelsets(m: Matrix) -> EvalResult<Matrix> {
-    let mut index: HashMap<Labels, usize> = HashMap::new();
+    let mut index: HashMap<Metric, usize> = HashMap::new();
     let mut out: Matrix = Vec::with_capacity(m.len());
     let mut merged = false;
     for s in m {

@@ -3,8 +3,9 @@
 use inferdb_storage::is_stale_nan;
 
 use super::{EvalResult, Evaluator};
+use super::{Matrix, Sample, Series, Vector};
 use crate::ast::{MatrixSelector, VectorSelector};
-use crate::value::{FPoint, Matrix, Sample, Series, Vector};
+use crate::value::FPoint;
 
 /// The reference time of a selector evaluated at `ts`: its `@` time or `ts`, minus its offset.
 pub(crate) fn ref_time(ev: &Evaluator<'_>, vs: &VectorSelector, ts: i64) -> EvalResult<i64> {

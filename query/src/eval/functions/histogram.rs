@@ -5,10 +5,8 @@ use std::collections::HashMap;
 
 use inferdb_storage::{Label, Labels};
 
-use crate::eval::Evaluator;
-use crate::value::{
-    fmt_g, go_quote, Annotation, AnnotationKind, MonotonicityDetails, Sample, Vector,
-};
+use crate::eval::{Evaluator, Sample, Vector};
+use crate::value::{fmt_g, go_quote, Annotation, AnnotationKind, MonotonicityDetails};
 
 /// One classic bucket: upper bound and cumulative count.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -321,7 +319,7 @@ pub(crate) fn histogram_quantile(
             monotonicity_info(ev, &metric, &fix, v_pos, ts);
         }
         out.push(Sample {
-            metric,
+            metric: metric.into(),
             t: ts,
             f: val,
             drop_name: true,
@@ -366,7 +364,7 @@ pub(crate) fn histogram_quantiles(
             let mut l: Vec<Label> = metric.iter().filter(|x| x.name != label).cloned().collect();
             l.push(Label::new(label, openmetrics_float(q)));
             out.push(Sample {
-                metric: Labels::new(l),
+                metric: Labels::new(l).into(),
                 t: ts,
                 f: val,
                 drop_name: true,
@@ -391,7 +389,7 @@ pub(crate) fn histogram_fraction(
             continue;
         }
         out.push(Sample {
-            metric,
+            metric: metric.into(),
             t: ts,
             f: bucket_fraction(lower, upper, buckets),
             drop_name: true,

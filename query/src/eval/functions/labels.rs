@@ -6,8 +6,8 @@ use inferdb_storage::labels::METRIC_NAME;
 use inferdb_storage::{Label, Labels};
 use regex::Regex;
 
+use crate::eval::Vector;
 use crate::eval::{check_duplicates, err, EvalResult};
-use crate::value::Vector;
 
 /// Prometheus 3 accepts any non-empty valid UTF-8 label name.
 fn valid_label_name(s: &str) -> bool {
@@ -23,7 +23,7 @@ fn set_label(l: &Labels, name: &str, value: &str) -> Labels {
 }
 
 /// `label_replace(v, dst, replacement, src, regex)`.
-pub fn label_replace(
+pub(crate) fn label_replace(
     mut v: Vector,
     dst: &str,
     repl: &str,
@@ -50,7 +50,7 @@ pub fn label_replace(
         if let Some(caps) = re.captures(&src_val) {
             let mut res = String::new();
             caps.expand(repl, &mut res);
-            s.metric = set_label(&s.metric, dst, &res);
+            s.metric = set_label(&s.metric, dst, &res).into();
             if dst == METRIC_NAME {
                 s.drop_name = false;
             }
@@ -61,7 +61,12 @@ pub fn label_replace(
 }
 
 /// `label_join(v, dst, separator, src...)`.
-pub fn label_join(mut v: Vector, dst: &str, sep: &str, srcs: &[String]) -> EvalResult<Vector> {
+pub(crate) fn label_join(
+    mut v: Vector,
+    dst: &str,
+    sep: &str,
+    srcs: &[String],
+) -> EvalResult<Vector> {
     for s in srcs {
         if !valid_label_name(s) {
             return err(format!("invalid source label name in label_join(): {s}"));
@@ -75,7 +80,7 @@ pub fn label_join(mut v: Vector, dst: &str, sep: &str, srcs: &[String]) -> EvalR
     for s in v.iter_mut() {
         let vals: Vec<&str> = srcs.iter().map(|n| s.metric.get(n).unwrap_or("")).collect();
         let joined = vals.join(sep);
-        s.metric = set_label(&s.metric, dst, &joined);
+        s.metric = set_label(&s.metric, dst, &joined).into();
         if dst == METRIC_NAME {
             s.drop_name = false;
         }
@@ -85,7 +90,7 @@ pub fn label_join(mut v: Vector, dst: &str, sep: &str, srcs: &[String]) -> EvalR
 }
 
 /// `sort` (ascending) or `sort_desc`; NaNs go last either way.
-pub fn sort_by_value(v: &mut Vector, desc: bool) {
+pub(crate) fn sort_by_value(v: &mut Vector, desc: bool) {
     v.sort_by(|a, b| match (a.f.is_nan(), b.f.is_nan()) {
         (true, true) => Ordering::Equal,
         (true, false) => Ordering::Greater,
@@ -152,7 +157,7 @@ pub fn natural_less(a: &str, b: &str) -> bool {
 
 /// `sort_by_label` / `sort_by_label_desc`: natural order of the listed labels, then all
 /// labels.
-pub fn sort_by_label(v: &mut Vector, labels: &[String], desc: bool) {
+pub(crate) fn sort_by_label(v: &mut Vector, labels: &[String], desc: bool) {
     v.sort_by(|a, b| {
         for l in labels {
             let x = a.metric.get(l).unwrap_or("");
@@ -178,11 +183,11 @@ pub fn sort_by_label(v: &mut Vector, labels: &[String], desc: bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::value::Sample;
+    use crate::eval::Sample;
 
     fn s(pairs: &[(&str, &str)], f: f64) -> Sample {
         Sample {
-            metric: Labels::from_pairs(pairs.iter().copied()),
+            metric: Labels::from_pairs(pairs.iter().copied()).into(),
             t: 0,
             f,
             drop_name: false,

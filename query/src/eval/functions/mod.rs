@@ -12,8 +12,9 @@ use inferdb_storage::labels::METRIC_NAME;
 use inferdb_storage::{Label, Labels, MatchOp};
 
 use super::{err, selector, EvalResult, Evaluator, Val};
+use super::{Matrix, Sample, Vector};
 use crate::ast::{Call, Expr, ExprKind};
-use crate::value::{FPoint, Matrix, Sample, Vector};
+use crate::value::FPoint;
 
 pub(crate) fn unwrap_paren(mut e: &Expr) -> &Expr {
     loop {
@@ -133,7 +134,7 @@ pub(crate) fn eval_call(ev: &mut Evaluator<'_>, expr: &Expr, c: &Call, ts: i64) 
         "vector" => {
             let f = eval_scalar(ev, args[0], ts)?;
             return Ok(Val::Vector(vec![Sample {
-                metric: Labels::default(),
+                metric: Labels::default().into(),
                 t: ts,
                 f,
                 drop_name: false,
@@ -167,7 +168,7 @@ pub(crate) fn eval_call(ev: &mut Evaluator<'_>, expr: &Expr, c: &Call, ts: i64) 
                 return Ok(Val::Vector(vec![]));
             }
             return Ok(Val::Vector(vec![Sample {
-                metric: absent_labels(args[0]),
+                metric: absent_labels(args[0]).into(),
                 t: ts,
                 f: 1.0,
                 drop_name: false,
@@ -249,7 +250,7 @@ pub(crate) fn eval_call(ev: &mut Evaluator<'_>, expr: &Expr, c: &Call, ts: i64) 
     if let Some(f) = time::date_function(name) {
         if args.is_empty() {
             return Ok(Val::Vector(vec![Sample {
-                metric: Labels::default(),
+                metric: Labels::default().into(),
                 t: ts,
                 f: f(ts.div_euclid(1000)),
                 drop_name: false,
@@ -321,7 +322,7 @@ fn eval_matrix_call(
     let keep_name = name == "last_over_time" || name == "first_over_time";
 
     // (labels, drop name, result) per series with points in the window.
-    let mut results: Vec<(Labels, bool, Option<f64>)> = Vec::new();
+    let mut results: Vec<(super::Metric, bool, Option<f64>)> = Vec::new();
     let mut any_points = false;
     let (wstart, wend);
     if let ExprKind::MatrixSelector(ms) = &args[mi].kind {
@@ -391,7 +392,7 @@ fn eval_matrix_call(
             return Ok(Val::Vector(vec![]));
         }
         return Ok(Val::Vector(vec![Sample {
-            metric: absent_labels(args[mi]),
+            metric: absent_labels(args[mi]).into(),
             t: ts,
             f: 1.0,
             drop_name: true,
@@ -440,7 +441,7 @@ fn eval_matrix_call(
             }
         }
         out.push(Sample {
-            metric,
+            metric: metric.into(),
             t: ts,
             f: v,
             drop_name,
