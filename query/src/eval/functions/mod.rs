@@ -441,7 +441,7 @@ fn eval_matrix_call(
             }
         }
         out.push(Sample {
-            metric: metric.into(),
+            metric,
             t: ts,
             f: v,
             drop_name,
