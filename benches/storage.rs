@@ -31,12 +31,23 @@ struct Flat {
 
 impl Flat {
     fn new(wl: &workload::Workload) -> Flat {
+        Flat::filtered(wl, None, i64::MAX)
+    }
+
+    /// Only the scrapes of target `only` (all with `None`) before `until`.
+    fn filtered(wl: &workload::Workload, only: Option<usize>, until: i64) -> Flat {
         let mut f = Flat {
             t: Vec::new(),
             off: vec![0],
-            items: Vec::with_capacity(wl.num_samples()),
+            items: Vec::new(),
         };
         for sc in wl.scrapes() {
+            if sc.t >= until {
+                break;
+            }
+            if only.is_some_and(|o| o != sc.target) {
+                continue;
+            }
             f.t.push(sc.t);
             f.items
                 .extend(sc.samples.iter().map(|&(s, v)| (s as u32, v)));
@@ -189,58 +200,132 @@ fn main() {
     println!("  labels, open chunks, chunk refs, postings; full chunks live in mmapped chunks_head/ files and are");
     println!("  shown apart); RssAnon/RssFile = growth of the process' anonymous/file-backed resident memory since");
     println!("  before Db::open (workload already generated)");
-    {
+    let marks: Vec<(f64, i64)> = [1.0, 2.0, 3.0]
+        .iter()
+        .filter(|&&h| h <= hours)
+        .map(|&h| (h, mint + (h * 3.6e6) as i64))
+        .collect();
+    let until = marks.last().map(|m| m.1).unwrap_or(mint);
+    for (run, only) in [
+        ("all series", None),
+        ("vllm only", Some(0)),
+        ("dcgm only", Some(1)),
+    ] {
+        // RSS after the first run is blurred by the allocator reusing freed memory
+        let first = only.is_none();
+        let part = Flat::filtered(&wl, only, until);
         let tmp = tempfile::tempdir().expect("tempdir");
         let (anon0, file0) = (status_bytes("RssAnon"), status_bytes("RssFile"));
         let db = Db::open(tmp.path(), options()).expect("open");
-        let refs = refs(&db, &labels);
-        let marks: Vec<(f64, i64)> = [1.0, 2.0, 3.0]
+        let mut app = db.appender();
+        let refs: Vec<SeriesRef> = labels
             .iter()
-            .filter(|&&h| h <= hours)
-            .map(|&h| (h, mint + (h * 3.6e6) as i64))
+            .enumerate()
+            .map(|(i, l)| {
+                if !only.is_some_and(|o| o != wl.series[i].target) {
+                    app.get_ref(l).expect("get_ref")
+                } else {
+                    SeriesRef(u64::MAX)
+                }
+            })
             .collect();
+        app.commit().expect("commit");
         let mut next = 0;
-        let last = flat
-            .t
-            .partition_point(|&t| t < marks.last().map(|m| m.1).unwrap_or(mint));
-        replay(&db, &flat, &refs, 0..last.min(flat.len()), |i| {
-            let t_next = flat.t.get(i + 1).copied().unwrap_or(i64::MAX);
+        replay(&db, &part, &refs, 0..part.len(), |i| {
+            let t_next = part.t.get(i + 1).copied().unwrap_or(i64::MAX);
             while next < marks.len() && t_next >= marks[next].1 {
                 let st = db.stats();
                 let series = st.head_series.max(1) as f64;
-                // full (mmapped) chunk bytes by target: vLLM every 15 s, dcgm every 1 s
-                let mut mapped = [0u64; 2];
-                let mut n_series = [0u64; 2];
-                for (si, l) in labels.iter().enumerate() {
+                // full (mmapped) chunk bytes
+                let mut mapped = 0u64;
+                for l in &labels {
                     let Some(r) = db.head().lookup(l) else {
                         continue;
                     };
                     let Some(m) = db.head().series(r) else {
                         continue;
                     };
-                    let tg = wl.series[si].target;
-                    n_series[tg] += 1;
                     for c in db.head().series_chunks(&m, i64::MIN, i64::MAX) {
                         if matches!(c.data, ChunkData::Arena(..)) {
-                            mapped[tg] += c.bytes().len() as u64;
+                            mapped += c.bytes().len() as u64;
                         }
                     }
                 }
-                let anon = status_bytes("RssAnon").saturating_sub(anon0);
-                let file = status_bytes("RssFile").saturating_sub(file0);
+                let rss = if first {
+                    let anon = status_bytes("RssAnon").saturating_sub(anon0);
+                    let file = status_bytes("RssFile").saturating_sub(file0);
+                    format!(
+                        "; RssAnon {:.0} B/series, RssFile {:.0} B/series",
+                        anon as f64 / series,
+                        file as f64 / series
+                    )
+                } else {
+                    String::new()
+                };
                 println!(
-                    "  after {:.0} h: {} series; accounted {:.0} B/series; RssAnon {:.0} B/series, RssFile {:.0} B/series; mmapped full chunks: vllm {:.0} B/series, dcgm {:.0} B/series",
+                    "  {run}, after {:.0} h: {} series; accounted {:.0} B/series; mmapped full chunks {:.0} B/series{rss}",
                     marks[next].0,
                     st.head_series,
                     st.head_memory_bytes as f64 / series,
-                    anon as f64 / series,
-                    file as f64 / series,
-                    mapped[0] as f64 / n_series[0].max(1) as f64,
-                    mapped[1] as f64 / n_series[1].max(1) as f64,
+                    mapped as f64 / series,
                 );
                 next += 1;
             }
         });
+        db.close().expect("close");
+    }
+
+    // --- head memory at scale: 64 vLLM servers (15 s scrapes), RSS against the accounting ---
+    {
+        const NODES: usize = 64;
+        let part = Flat::filtered(
+            &wl,
+            Some(0),
+            (mint + 2 * 3_600_000).min(until.max(mint + 1)),
+        );
+        let vllm: Vec<usize> = (0..labels.len())
+            .filter(|&i| wl.series[i].target == 0)
+            .collect();
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let anon0 = status_bytes("RssAnon");
+        let db = Db::open(tmp.path(), options()).expect("open");
+        let mut app = db.appender();
+        // refs[node][series index]
+        let refs: Vec<Vec<SeriesRef>> = (0..NODES)
+            .map(|n| {
+                let mut r = vec![SeriesRef(u64::MAX); labels.len()];
+                for &i in &vllm {
+                    let l = labels[i].with("instance", &format!("gpu-node-{n:02}:8000"));
+                    r[i] = app.get_ref(&l).expect("get_ref");
+                }
+                r
+            })
+            .collect();
+        app.commit().expect("commit");
+        let mut next = 0;
+        for i in 0..part.len() {
+            let t = part.t[i];
+            for r in &refs {
+                let mut app = db.appender();
+                for &(s, v) in &part.items[part.off[i]..part.off[i + 1]] {
+                    app.append_ref(r[s as usize], t, v).expect("append_ref");
+                }
+                app.commit().expect("commit");
+            }
+            let t_next = part.t.get(i + 1).copied().unwrap_or(i64::MAX);
+            while next < 2 && t_next >= mint + (next as i64 + 1) * 3_600_000 {
+                let st = db.stats();
+                let series = st.head_series.max(1) as f64;
+                println!(
+                    "  {NODES} vLLM servers, after {} h: {} series; accounted {:.0} B/series; RssAnon growth {:.0} B/series",
+                    next + 1,
+                    st.head_series,
+                    st.head_memory_bytes as f64 / series,
+                    status_bytes("RssAnon").saturating_sub(anon0) as f64 / series,
+                );
+                next += 1;
+            }
+        }
         db.close().expect("close");
     }
 

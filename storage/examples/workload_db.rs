@@ -293,8 +293,10 @@ fn import(file: &Path, dir: &Path) -> Res<()> {
 /// Estimated information content of a series in bits per sample, for values and timestamps
 /// apart. Values are scaled to integers by their decimal places (up to 9; else the raw f64
 /// bits count as 64 - leading equal bits of the XOR with the previous value, a generous
-/// floor); the first difference's entropy is estimated from its histogram when the distinct
-/// differences are few against the sample count, else as a Gaussian's (log2(sd) + 2.05 bits).
+/// floor); the entropy of the first differences or of the values themselves, whichever is
+/// smaller, estimated from the histogram when the distinct values are few against the sample
+/// count, else as a Gaussian's (log2(sd) + 2.05 bits). Whole-series statistics: an estimate,
+/// not a bound (a coder adapting to the load curve can do somewhat better).
 /// Timestamps: entropy of the histogram of interval deviations from the median interval.
 fn entropy_bits(samples: &[(i64, f64)]) -> (f64, f64) {
     fn hist_entropy(xs: &[i64]) -> (f64, usize) {
@@ -311,6 +313,18 @@ fn entropy_bits(samples: &[(i64, f64)]) -> (f64, f64) {
             })
             .sum();
         (h, m.len())
+    }
+    /// Entropy of a stream: histogram entropy when the distinct values are few against its
+    /// length, else a Gaussian's with the stream's standard deviation.
+    fn stream_entropy(d: &[i64]) -> f64 {
+        let (h, distinct) = hist_entropy(d);
+        if distinct * 20 < d.len() {
+            return h;
+        }
+        let n = d.len() as f64;
+        let mean = d.iter().map(|&x| x as f64).sum::<f64>() / n;
+        let var = d.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>() / n;
+        (var.sqrt().max(1.0).log2() + 2.05).max(h.min(2.05))
     }
     let vals: Vec<f64> = samples
         .iter()
@@ -332,15 +346,9 @@ fn entropy_bits(samples: &[(i64, f64)]) -> (f64, f64) {
             let f = 10f64.powi(k);
             let ints: Vec<i64> = vals.iter().map(|v| (v * f).round() as i64).collect();
             let d: Vec<i64> = ints.windows(2).map(|w| w[1] - w[0]).collect();
-            let (h, distinct) = hist_entropy(&d);
-            if distinct * 20 < d.len() {
-                h
-            } else {
-                let n = d.len() as f64;
-                let mean = d.iter().map(|&x| x as f64).sum::<f64>() / n;
-                let var = d.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>() / n;
-                (var.sqrt().max(1.0).log2() + 2.05).max(h.min(2.05))
-            }
+            // the smaller of the differences' and the values' own entropy (iid noise around a
+            // level is cheaper to code as values than as differences)
+            stream_entropy(&d).min(stream_entropy(&ints[1..]))
         }
         None => {
             let mut bits = 0.0;
