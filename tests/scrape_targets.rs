@@ -130,7 +130,10 @@ async fn good_and_bad_targets() {
     let hang = serve(|_| None).await;
     let big = serve(|_| {
         let line = "big_metric{a=\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"} 1\n";
-        Some(("text/plain".into(), line.repeat(50 * 1024 * 1024 / line.len()).into_bytes()))
+        Some((
+            "text/plain".into(),
+            line.repeat(50 * 1024 * 1024 / line.len()).into_bytes(),
+        ))
     })
     .await;
     // a port that refuses: bind, note the port, close
@@ -351,7 +354,10 @@ async fn manager_runs_loops_and_survives_bad_targets() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let good = up(&sink, &sim.addrs()[0].to_string());
-    assert!(good.len() >= 3 && good.iter().all(|s| s.1 == 1.0), "{good:?}");
+    assert!(
+        good.len() >= 3 && good.iter().all(|s| s.1 == 1.0),
+        "{good:?}"
+    );
     let bad = up(&sink, &refused.to_string());
     assert!(bad.len() >= 3 && bad.iter().all(|s| s.1 == 0.0), "{bad:?}");
     let targets = mgr.targets();
@@ -370,7 +376,8 @@ async fn manager_runs_loops_and_survives_bad_targets() {
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
         let s = sink.find(&[("__name__", "vllm:num_requests_running")]);
-        if s.first().is_some_and(|(_, v)| v.last().is_some_and(|x| is_stale_nan(x.1)))
+        if s.first()
+            .is_some_and(|(_, v)| v.last().is_some_and(|x| is_stale_nan(x.1)))
             || std::time::Instant::now() > deadline
         {
             break;

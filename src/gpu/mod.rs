@@ -285,7 +285,11 @@ pub fn render_dcgm_page(
     for (fi, f) in FIELDS.iter().enumerate() {
         let rows: Vec<(&DeviceInfo, &Reading)> = devices
             .iter()
-            .flat_map(|(d, rs)| rs.iter().filter(|r| r.field as usize == fi).map(move |r| (d, r)))
+            .flat_map(|(d, rs)| {
+                rs.iter()
+                    .filter(|r| r.field as usize == fi)
+                    .map(move |r| (d, r))
+            })
             .collect();
         if rows.is_empty() {
             continue;
@@ -300,7 +304,10 @@ pub fn render_dcgm_page(
             out.push_str(f.name);
             out.push('{');
             let mut first = true;
-            for (k, v) in device_labels(d, hostname, driver).iter().chain(r.extra.iter()) {
+            for (k, v) in device_labels(d, hostname, driver)
+                .iter()
+                .chain(r.extra.iter())
+            {
                 if !first {
                     out.push(',');
                 }
@@ -503,7 +510,11 @@ mod tests {
             }
         }
         for f in FIELDS {
-            let kind = if f.kind == Kind::Gauge { "gauge" } else { "counter" };
+            let kind = if f.kind == Kind::Gauge {
+                "gauge"
+            } else {
+                "counter"
+            };
             assert!(
                 fixture_names.contains(&(f.name.to_string(), kind.to_string())),
                 "{} not on the dcgm page with type {kind}",
@@ -552,7 +563,13 @@ mod tests {
         let s2 = sink.clone();
         let stop = async move {
             let deadline = std::time::Instant::now() + Duration::from_secs(20);
-            while s2.find(&[("__name__", "inferdb_gpu_up")]).iter().map(|x| x.1.len()).min().unwrap_or(0) < 2
+            while s2
+                .find(&[("__name__", "inferdb_gpu_up")])
+                .iter()
+                .map(|x| x.1.len())
+                .min()
+                .unwrap_or(0)
+                < 2
                 && std::time::Instant::now() < deadline
             {
                 tokio::time::sleep(Duration::from_millis(10)).await;

@@ -134,7 +134,10 @@ impl NvmlSampler {
     #[cfg(not(target_os = "linux"))]
     fn poll_xid(&mut self) {}
 
-    fn memory_v2(&self, handle: nvml_wrapper_sys::bindings::nvmlDevice_t) -> Option<(u64, u64, u64)> {
+    fn memory_v2(
+        &self,
+        handle: nvml_wrapper_sys::bindings::nvmlDevice_t,
+    ) -> Option<(u64, u64, u64)> {
         use nvml_wrapper_sys::bindings::nvmlMemory_v2_t;
         let lib = self.sys.as_ref()?;
         if lib.nvmlDeviceGetMemoryInfo_v2.is_err() {
@@ -205,10 +208,18 @@ impl GpuSampler for NvmlSampler {
             .device_by_index(index)
             .map_err(|e| format!("device {index}: {e}"))?;
         let mut out = vec![];
-        keep(&mut out, F::DCGM_FI_DEV_SM_CLOCK, d.clock_info(Clock::SM), |v| v as f64)?;
-        keep(&mut out, F::DCGM_FI_DEV_MEM_CLOCK, d.clock_info(Clock::Memory), |v| {
-            v as f64
-        })?;
+        keep(
+            &mut out,
+            F::DCGM_FI_DEV_SM_CLOCK,
+            d.clock_info(Clock::SM),
+            |v| v as f64,
+        )?;
+        keep(
+            &mut out,
+            F::DCGM_FI_DEV_MEM_CLOCK,
+            d.clock_info(Clock::Memory),
+            |v| v as f64,
+        )?;
         if let Ok(vals) = d.field_values_for(&[FieldId(NVML_FI_DEV_MEMORY_TEMP)]) {
             if let Some(Ok(FieldValueSample { value: Ok(v), .. })) = vals.into_iter().next() {
                 use nvml_wrapper::enums::device::SampleValue;
@@ -227,9 +238,12 @@ impl GpuSampler for NvmlSampler {
             d.temperature(TemperatureSensor::Gpu),
             |v| v as f64,
         )?;
-        keep(&mut out, F::DCGM_FI_DEV_POWER_USAGE, d.power_usage(), |mw| {
-            mw as f64 / 1000.0
-        })?;
+        keep(
+            &mut out,
+            F::DCGM_FI_DEV_POWER_USAGE,
+            d.power_usage(),
+            |mw| mw as f64 / 1000.0,
+        )?;
         keep(
             &mut out,
             F::DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION,
@@ -250,12 +264,18 @@ impl GpuSampler for NvmlSampler {
             Err(NvmlError::GpuLost) => return Err("GPU is lost".into()),
             Err(_) => {}
         }
-        keep(&mut out, F::DCGM_FI_DEV_ENC_UTIL, d.encoder_utilization(), |u| {
-            u.utilization as f64
-        })?;
-        keep(&mut out, F::DCGM_FI_DEV_DEC_UTIL, d.decoder_utilization(), |u| {
-            u.utilization as f64
-        })?;
+        keep(
+            &mut out,
+            F::DCGM_FI_DEV_ENC_UTIL,
+            d.encoder_utilization(),
+            |u| u.utilization as f64,
+        )?;
+        keep(
+            &mut out,
+            F::DCGM_FI_DEV_DEC_UTIL,
+            d.decoder_utilization(),
+            |u| u.utilization as f64,
+        )?;
         let xid = self.last_xid.get(&index).copied().unwrap_or(0);
         out.push(Reading {
             field: F::DCGM_FI_DEV_XID_ERRORS,
@@ -272,7 +292,10 @@ impl GpuSampler for NvmlSampler {
             Some((free, used, reserved)) => {
                 out.push(Reading::new(F::DCGM_FI_DEV_FB_FREE, (free / MIB) as f64));
                 out.push(Reading::new(F::DCGM_FI_DEV_FB_USED, (used / MIB) as f64));
-                out.push(Reading::new(F::DCGM_FI_DEV_FB_RESERVED, (reserved / MIB) as f64));
+                out.push(Reading::new(
+                    F::DCGM_FI_DEV_FB_RESERVED,
+                    (reserved / MIB) as f64,
+                ));
             }
             None => {
                 if let Ok(m) = d.memory_info() {
@@ -291,7 +314,10 @@ impl GpuSampler for NvmlSampler {
                 F::DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS,
                 corr as f64,
             ));
-            out.push(Reading::new(F::DCGM_FI_DEV_ROW_REMAP_FAILURE, failed as f64));
+            out.push(Reading::new(
+                F::DCGM_FI_DEV_ROW_REMAP_FAILURE,
+                failed as f64,
+            ));
         }
         out.push(Reading::new(F::DCGM_FI_DEV_VGPU_LICENSE_STATUS, 0.0));
         keep(

@@ -122,7 +122,9 @@ impl<'de> Deserialize<'de> for ByteSize {
         }
         match Raw::deserialize(d)? {
             Raw::N(n) => Ok(ByteSize(n)),
-            Raw::S(s) => parse_bytes(&s).map(ByteSize).map_err(serde::de::Error::custom),
+            Raw::S(s) => parse_bytes(&s)
+                .map(ByteSize)
+                .map_err(serde::de::Error::custom),
         }
     }
 }

@@ -72,7 +72,10 @@ impl ScrapeManager {
         let mut errors = vec![];
         for sc in &cfg.scrape_configs {
             let (targets, errs) = discover(cfg, sc);
-            errors.extend(errs.into_iter().map(|e| format!("job {}: {e}", sc.job_name)));
+            errors.extend(
+                errs.into_iter()
+                    .map(|e| format!("job {}: {e}", sc.job_name)),
+            );
             if targets.is_empty() {
                 continue;
             }
@@ -256,7 +259,11 @@ pub async fn run_with_reload(
             .scrape_configs
             .iter()
             .flat_map(|s| s.file_sd_configs.iter())
-            .map(|f| f.refresh_interval.map(|d| d.0).unwrap_or(Duration::from_secs(30)))
+            .map(|f| {
+                f.refresh_interval
+                    .map(|d| d.0)
+                    .unwrap_or(Duration::from_secs(30))
+            })
             .min();
         loop {
             let sleep = async {

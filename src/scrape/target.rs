@@ -203,10 +203,7 @@ pub fn discover(cfg: &Config, sc: &ScrapeConfig) -> (Vec<Target>, Vec<String>) {
             l.insert("job".into(), sc.job_name.clone());
             l.insert("__scheme__".into(), sc.scheme.clone());
             l.insert("__metrics_path__".into(), sc.metrics_path.clone());
-            l.insert(
-                "__scrape_interval__".into(),
-                fmt_duration(sc.interval(g)),
-            );
+            l.insert("__scrape_interval__".into(), fmt_duration(sc.interval(g)));
             l.insert("__scrape_timeout__".into(), fmt_duration(sc.timeout(g)));
             for (k, vs) in &sc.params {
                 if let Some(v) = vs.first() {
@@ -234,7 +231,10 @@ pub fn discover(cfg: &Config, sc: &ScrapeConfig) -> (Vec<Target>, Vec<String>) {
                 .filter(|d| !d.is_zero())
                 .unwrap_or(sc.timeout(g))
                 .min(interval);
-            let scheme = l.get("__scheme__").cloned().unwrap_or_else(|| "http".into());
+            let scheme = l
+                .get("__scheme__")
+                .cloned()
+                .unwrap_or_else(|| "http".into());
             let path = l
                 .get("__metrics_path__")
                 .cloned()
@@ -253,7 +253,11 @@ pub fn discover(cfg: &Config, sc: &ScrapeConfig) -> (Vec<Target>, Vec<String>) {
             for (k, vs) in &sc.params {
                 let first = l.get(&format!("__param_{k}")).cloned();
                 for (i, v) in vs.iter().enumerate() {
-                    let v = if i == 0 { first.clone().unwrap_or(v.clone()) } else { v.clone() };
+                    let v = if i == 0 {
+                        first.clone().unwrap_or(v.clone())
+                    } else {
+                        v.clone()
+                    };
                     query.push((k.clone(), v));
                 }
             }
@@ -624,7 +628,10 @@ impl ScrapeLoop {
             .unwrap_or("")
             .to_string();
         let limit = self.opts.body_size_limit;
-        let cap = resp.content_length().unwrap_or(1 << 16).min(if limit > 0 { limit } else { 1 << 25 });
+        let cap =
+            resp.content_length()
+                .unwrap_or(1 << 16)
+                .min(if limit > 0 { limit } else { 1 << 25 });
         let mut body = Vec::with_capacity(cap as usize);
         while let Some(chunk) = resp.chunk().await.map_err(|e| describe_reqwest(&e))? {
             if limit > 0 && (body.len() + chunk.len()) as u64 > limit {
@@ -819,7 +826,12 @@ impl ScrapeLoop {
         Ok(Some(labels))
     }
 
-    fn process_page(&mut self, page: &str, format: Format, t_ms: i64) -> Result<ProcessStats, String> {
+    fn process_page(
+        &mut self,
+        page: &str,
+        format: Format,
+        t_ms: i64,
+    ) -> Result<ProcessStats, String> {
         self.gen += 1;
         let gen = self.gen;
         self.batch.clear();
@@ -890,18 +902,23 @@ impl ScrapeLoop {
                 Entry::Help { name, help } => {
                     name.hash(&mut meta_h);
                     help.hash(&mut meta_h);
-                    meta.entry(name.into_owned()).or_insert_with(empty_meta).help = help.into_owned();
+                    meta.entry(name.into_owned())
+                        .or_insert_with(empty_meta)
+                        .help = help.into_owned();
                 }
                 Entry::Type { name, kind } => {
                     name.hash(&mut meta_h);
                     kind.hash(&mut meta_h);
-                    meta.entry(name.into_owned()).or_insert_with(empty_meta).kind =
-                        kind.as_str().to_string();
+                    meta.entry(name.into_owned())
+                        .or_insert_with(empty_meta)
+                        .kind = kind.as_str().to_string();
                 }
                 Entry::Unit { name, unit } => {
                     name.hash(&mut meta_h);
                     unit.hash(&mut meta_h);
-                    meta.entry(name.into_owned()).or_insert_with(empty_meta).unit = unit.to_string();
+                    meta.entry(name.into_owned())
+                        .or_insert_with(empty_meta)
+                        .unit = unit.to_string();
                 }
             }
         }
@@ -977,4 +994,3 @@ fn describe_reqwest(e: &reqwest::Error) -> String {
     }
     s
 }
-

@@ -127,9 +127,9 @@ impl Simulator {
         let mut listeners = vec![];
         for i in 0..opts.servers.max(1) {
             let p = if port == 0 { 0 } else { port + i as u16 };
-            let l = TcpListener::bind((host, p)).await.map_err(|e| {
-                io::Error::new(e.kind(), format!("binding {host}:{p}: {e}"))
-            })?;
+            let l = TcpListener::bind((host, p))
+                .await
+                .map_err(|e| io::Error::new(e.kind(), format!("binding {host}:{p}: {e}")))?;
             addrs.push(l.local_addr()?);
             listeners.push(l);
             servers.push(Arc::new(SimServer::new(opts.seed + i as u64, opts.cycle_s)));

@@ -176,7 +176,9 @@ impl Hist {
         self.sum += n as f64 * d.mean();
     }
     fn cumulative(&self, bucket: usize) -> u64 {
-        self.counts[..=bucket.min(self.counts.len() - 1)].iter().sum()
+        self.counts[..=bucket.min(self.counts.len() - 1)]
+            .iter()
+            .sum()
     }
 }
 
@@ -339,15 +341,13 @@ fn quantity(name: &str, labels: &[(String, String)]) -> Option<Quantity> {
             Quantity::PrefixHits
         }
         "vllm:generation_tokens_total" => Quantity::GenTokens,
-        "vllm:request_success_total" => Quantity::Success(
-            match get("finished_reason") {
-                "stop" => 0,
-                "length" => 1,
-                "abort" => 2,
-                "error" => 3,
-                _ => 4,
-            },
-        ),
+        "vllm:request_success_total" => Quantity::Success(match get("finished_reason") {
+            "stop" => 0,
+            "length" => 1,
+            "abort" => 2,
+            "error" => 3,
+            _ => 4,
+        }),
         "http_requests_total" => Quantity::Http(match (get("handler"), get("status")) {
             ("/v1/chat/completions", "2xx") => 0,
             ("/v1/completions", _) => 1,
@@ -612,7 +612,9 @@ impl VllmModel {
                 HistKind::IterationTokens => (steps as u64, Dist::LogNormal(iter_mean, 0.6)),
                 HistKind::MaxNumGen => (param_n as u64, Dist::LogNormal(300.0, 0.5)),
                 HistKind::ParamsN => (param_n as u64, Dist::Const(2.0)),
-                HistKind::ParamsMaxTokens => ((finished * 0.7) as u64, Dist::LogNormal(1024.0, 0.6)),
+                HistKind::ParamsMaxTokens => {
+                    ((finished * 0.7) as u64, Dist::LogNormal(1024.0, 0.6))
+                }
                 HistKind::Ttft => (first, Dist::LogNormal(ttft, 0.6)),
                 HistKind::Itl => (itl_n, Dist::LogNormal(itl, 0.3)),
                 HistKind::Tpot => (n, Dist::LogNormal(itl, 0.25)),
@@ -758,8 +760,14 @@ mod tests {
         assert_eq!(PyFloat(0.0).to_string(), "0.0");
         assert_eq!(PyFloat(3.0).to_string(), "3.0");
         assert_eq!(PyFloat(1.5e-5).to_string(), "1.5e-05");
-        assert_eq!(PyFloat(0.07627118644067797).to_string(), "0.07627118644067797");
-        assert_eq!(PyFloat(1796198497.780017).to_string(), "1.796198497780017e+09");
+        assert_eq!(
+            PyFloat(0.07627118644067797).to_string(),
+            "0.07627118644067797"
+        );
+        assert_eq!(
+            PyFloat(1796198497.780017).to_string(),
+            "1.796198497780017e+09"
+        );
         assert_eq!(PyFloat(4833385.0).to_string(), "4.833385e+06");
         assert_eq!(PyFloat(1048576.0).to_string(), "1.048576e+06");
         assert_eq!(PyFloat(11701968896.0).to_string(), "1.1701968896e+10");
@@ -785,7 +793,11 @@ mod tests {
             }
         }
         // _created and start time follow the process start
-        assert!(page.contains("process_start_time_seconds 1.79619840037e+09\n"), "{}", &page[..2000]);
+        assert!(
+            page.contains("process_start_time_seconds 1.79619840037e+09\n"),
+            "{}",
+            &page[..2000]
+        );
         assert!(page.contains(
             "vllm:estimated_flops_per_gpu_created{engine=\"0\",model_name=\"meta-llama/Llama-3.1-8B-Instruct\"} 1.796198497780017e+09\n"
         ));
@@ -848,9 +860,7 @@ mod tests {
         m.advance_to(t0 + 580.0);
         assert_eq!(m.restarts(), 1);
         let after = values(&m.render());
-        assert!(
-            after[&key("vllm:prompt_tokens_total")] < sat[&key("vllm:prompt_tokens_total")]
-        );
+        assert!(after[&key("vllm:prompt_tokens_total")] < sat[&key("vllm:prompt_tokens_total")]);
         assert!(after["process_start_time_seconds"] > steady["process_start_time_seconds"]);
     }
 }

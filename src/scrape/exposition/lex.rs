@@ -169,17 +169,19 @@ pub(super) fn series(line: &str) -> Result<(&str, (Cow<'_, str>, &str)), String>
                 cur = r;
             }
             Err(_) => {
-                return Err(if cur.starts_with(|c: char| is_label_start(c) || c == '"') {
-                    format!(
-                        "invalid label at {:?} (expected name=\"value\")",
-                        cur.chars().take(32).collect::<String>()
-                    )
-                } else {
-                    format!(
-                        "invalid label name at {:?}",
-                        cur.chars().take(32).collect::<String>()
-                    )
-                })
+                return Err(
+                    if cur.starts_with(|c: char| is_label_start(c) || c == '"') {
+                        format!(
+                            "invalid label at {:?} (expected name=\"value\")",
+                            cur.chars().take(32).collect::<String>()
+                        )
+                    } else {
+                        format!(
+                            "invalid label name at {:?}",
+                            cur.chars().take(32).collect::<String>()
+                        )
+                    },
+                )
             }
         }
         first = false;

@@ -302,7 +302,9 @@ impl<'a> Parser<'a> {
         let kw_known = matches!(kw, "HELP" | "TYPE") || (kw == "UNIT");
         if !kw_known {
             if self.format == Format::OpenMetrics {
-                return Some(Err(self.err(format!("invalid comment line {:?}", trunc(line)))));
+                return Some(Err(
+                    self.err(format!("invalid comment line {:?}", trunc(line)))
+                ));
             }
             return None; // ordinary comment in 0.0.4
         }
@@ -310,9 +312,10 @@ impl<'a> Parser<'a> {
         let (name, after) = match lex::metric_name_or_quoted(rest) {
             Some(x) => x,
             None => {
-                return Some(Err(
-                    self.err(format!("invalid metric name in {kw} line: {:?}", trunc(rest)))
-                ))
+                return Some(Err(self.err(format!(
+                    "invalid metric name in {kw} line: {:?}",
+                    trunc(rest)
+                ))))
             }
         };
         if !after.is_empty() && !after.starts_with([' ', '\t']) {

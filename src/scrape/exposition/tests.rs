@@ -25,7 +25,10 @@ fn names_with_colons_and_values() {
     assert_eq!(s[0].name, "vllm:num_requests_running");
     assert_eq!(
         labels(&s[0]),
-        vec![("engine".into(), "0".into()), ("model_name".into(), "m/x".into())]
+        vec![
+            ("engine".into(), "0".into()),
+            ("model_name".into(), "m/x".into())
+        ]
     );
     assert_eq!(s[0].value, 29.0);
     assert_eq!(s[1].value, 4_833_385.0);
@@ -94,10 +97,7 @@ fn le_and_quantile_normalised_by_type() {
                 # TYPE s summary\ns{quantile=\"0.99\"} 1\ns{quantile=\"1\"} 1\n\
                 # TYPE g gauge\ng{le=\"1\"} 1\n";
     let s = samples(page, Format::PromText);
-    let le: Vec<String> = s
-        .iter()
-        .map(|s| labels(s)[0].1.clone())
-        .collect::<Vec<_>>();
+    let le: Vec<String> = s.iter().map(|s| labels(s)[0].1.clone()).collect::<Vec<_>>();
     assert_eq!(
         le,
         vec!["1.0", "0.5", "1e+06", "+Inf", "100000.0", "0.99", "1.0", "1"]
