@@ -411,7 +411,7 @@ impl<'a> Evaluator<'a> {
     pub(crate) fn run_range(&mut self, expr: &Expr) -> EvalResult<Value> {
         let mut index: HashMap<Metric, usize> = HashMap::new();
         let mut out: Matrix = Vec::new();
-        let mut last_order: Vec<usize> = Vec::new();
+        let mut last_order: Vec<(Metric, bool, usize)> = Vec::new();
         let mut ts = self.start;
         let mut total = 0usize;
         while ts <= self.end {
@@ -431,28 +431,45 @@ impl<'a> Evaluator<'a> {
                     out[i].floats.push(FPoint { t: ts, f });
                     total += 1;
                 }
-                Val::Vector(mut vec) => {
-                    finish_vector(&mut vec)?;
+                Val::Vector(vec) => {
                     total += vec.len();
                     let mut this_order = Vec::with_capacity(vec.len());
                     for (j, s) in vec.into_iter().enumerate() {
-                        // Series usually come in the same order every step: try the
-                        // previous step's position before hashing the labels.
-                        let guess = last_order.get(j).copied().filter(|&i: &usize| out[i].metric == s.metric);
-                        let i = match guess.or_else(|| index.get(&s.metric).copied()) {
+                        // Series usually come in the same order every step: reuse the
+                        // previous step's result for the same labels before dropping the
+                        // name and hashing.
+                        let cached = last_order.get(j).and_then(|(src, drop, i)| {
+                            (*drop == s.drop_name && std::sync::Arc::ptr_eq(src, &s.metric))
+                                .then_some(*i)
+                        });
+                        let i = match cached {
                             Some(i) => i,
                             None => {
-                                out.push(Series {
-                                    metric: s.metric.clone(),
-                                    floats: Vec::new(),
-                                    drop_name: false,
-                                });
-                                index.insert(s.metric, out.len() - 1);
-                                out.len() - 1
+                                let m: Metric = if s.drop_name {
+                                    drop_metadata(&s.metric).into()
+                                } else {
+                                    s.metric.clone()
+                                };
+                                match index.get(&m) {
+                                    Some(&i) => i,
+                                    None => {
+                                        out.push(Series {
+                                            metric: m.clone(),
+                                            floats: Vec::new(),
+                                            drop_name: false,
+                                        });
+                                        index.insert(m, out.len() - 1);
+                                        out.len() - 1
+                                    }
+                                }
                             }
                         };
-                        out[i].floats.push(FPoint { t: ts, f: s.f });
-                        this_order.push(i);
+                        let series = &mut out[i];
+                        if series.floats.last().is_some_and(|p| p.t == ts) {
+                            return err("vector cannot contain metrics with the same labelset");
+                        }
+                        series.floats.push(FPoint { t: ts, f: s.f });
+                        this_order.push((s.metric, s.drop_name, i));
                     }
                     last_order = this_order;
                 }
