@@ -222,6 +222,11 @@ pub(crate) fn get_uvarint(data: &[u8], pos: &mut usize) -> Option<u64> {
 
 /// Unary prefixes at least this long are escapes followed by an explicit bit length.
 pub(crate) const RICE_ESCAPE: u32 = 16;
+
+/// The "exception" symbol: an escape with bit length 1 (which a real escape never has, as
+/// escaped residuals are at least 16). The integer coding follows it with a raw `f64` for a
+/// value it cannot represent (a staleness marker, NaN, ...). It leaves the coder state alone.
+pub(crate) const EXCEPTION: u64 = u64::MAX;
 /// Cap on a residual's contribution to the running mean (keeps the state within `u32`; larger
 /// residuals are escaped).
 const RICE_CAP: u64 = 1 << 27;
@@ -251,6 +256,11 @@ impl Rice {
     /// Encodes `z`, returning the number of bits written.
     #[inline]
     pub(crate) fn encode<S: BitSink>(&mut self, z: u64, out: &mut S) -> u32 {
+        if z == EXCEPTION {
+            out.write((1u64 << RICE_ESCAPE) - 1, RICE_ESCAPE);
+            out.write(0, 6);
+            return RICE_ESCAPE + 6;
+        }
         let k = self.k();
         let q = z >> k;
         let bits = if q < u64::from(RICE_ESCAPE) {
@@ -300,6 +310,9 @@ impl Rice {
         } else {
             r.skip(RICE_ESCAPE);
             let bl = r.read(6) as u32 + 1;
+            if bl == 1 {
+                return EXCEPTION;
+            }
             let rest = r.read_long(bl - 1);
             (1u64 << (bl - 1)) | rest
         };
@@ -347,12 +360,12 @@ impl Sparse {
         }
         if self.expect_value {
             self.expect_value = false;
-            return self.val.encode(z.wrapping_sub(1), out);
+            return self.val.encode(minus_one(z), out);
         }
         let r = if z == 0 { run_len().max(1) } else { 0 };
         let b = self.run.encode(r, out);
         if r == 0 {
-            return b + self.val.encode(z.wrapping_sub(1), out);
+            return b + self.val.encode(minus_one(z), out);
         }
         self.zeros = u32::try_from(r - 1).unwrap_or(u32::MAX);
         self.expect_value = true;
@@ -368,15 +381,35 @@ impl Sparse {
         }
         if self.expect_value {
             self.expect_value = false;
-            return self.val.decode(r).wrapping_add(1);
+            return plus_one(self.val.decode(r));
         }
         let run = self.run.decode(r);
         if run == 0 {
-            return self.val.decode(r).wrapping_add(1);
+            return plus_one(self.val.decode(r));
         }
         self.zeros = u32::try_from(run - 1).unwrap_or(u32::MAX);
         self.expect_value = true;
         0
+    }
+}
+
+/// Non-zero residual `z` as coded in a run-length stream (exceptions stay exceptions).
+#[inline]
+fn minus_one(z: u64) -> u64 {
+    if z == EXCEPTION {
+        EXCEPTION
+    } else {
+        z.wrapping_sub(1)
+    }
+}
+
+/// Inverse of [`minus_one`].
+#[inline]
+fn plus_one(z: u64) -> u64 {
+    if z == EXCEPTION {
+        EXCEPTION
+    } else {
+        z.wrapping_add(1)
     }
 }
 
@@ -409,11 +442,18 @@ impl StreamCost {
         if z == 0 {
             self.zeros += 1;
         } else {
-            let b = self.run.cost(u64::from(self.zeros)) + self.val.cost(z - 1);
+            let b = self.run.cost(u64::from(self.zeros)) + self.val.cost(minus_one(z));
             self.sparse_bits = self.sparse_bits.saturating_add(b);
             self.zeros = 0;
             self.all_zero = false;
         }
+    }
+
+    /// Adds an exception (a value the integer coding cannot represent: 64 raw bits follow).
+    pub(crate) fn add_exception(&mut self) {
+        self.add(EXCEPTION);
+        self.rice_bits = self.rice_bits.saturating_add(64);
+        self.sparse_bits = self.sparse_bits.saturating_add(64);
     }
 
     /// Bits of the sparse coding, trailing zeros included.

@@ -41,7 +41,8 @@ pub(crate) mod xor;
 
 use crate::error::Error;
 use bitstream::{
-    get_uvarint, put_uvarint, unzigzag, zigzag, BitReader, BitWriter, Rice, Sparse, StreamCost,
+    get_uvarint, put_uvarint, unzigzag, zigzag, BitReader, BitSink, BitWriter, Rice, Sparse,
+    StreamCost, EXCEPTION,
 };
 use xor::XorState;
 
@@ -207,6 +208,7 @@ struct Encoder {
     t_last: i64,
     delta_prev: i64,
     first_bits: u64,
+    last_bits: u64,
     n0: i64,
     n_prev: i64,
     d_prev: i64,
@@ -227,6 +229,7 @@ impl Encoder {
             t_last: 0,
             delta_prev: 0,
             first_bits: 0,
+            last_bits: 0,
             n0: 0,
             n_prev: 0,
             d_prev: 0,
@@ -239,7 +242,7 @@ impl Encoder {
     /// Codes a sample; `n` is the scaled integer of `v` for integer coding (ignored otherwise).
     /// Returns the (timestamp, value) bits written.
     #[inline]
-    fn push(&mut self, t: i64, v: f64, n: i64) -> (u32, u32) {
+    fn push(&mut self, t: i64, v: f64, n: Option<i64>) -> (u32, u32) {
         self.push_ahead(t, v, n, &[], &[])
     }
 
@@ -250,13 +253,15 @@ impl Encoder {
         &mut self,
         t: i64,
         v: f64,
-        n: i64,
+        n: Option<i64>,
         ts_ahead: &[u64],
         v_ahead: &[u64],
     ) -> (u32, u32) {
         let bits = v.to_bits();
         let (mut tb, mut vb) = (0, 0);
+        self.last_bits = bits;
         if self.count == 0 {
+            let n = n.unwrap_or(0);
             self.t0 = t;
             self.t_last = t;
             self.first_bits = bits;
@@ -293,18 +298,28 @@ impl Encoder {
                     no_bits,
                     ..
                 } => {
-                    let d = n.wrapping_sub(self.n_prev);
-                    let r = if delta_of_delta {
-                        d.wrapping_sub(self.d_prev)
-                    } else {
-                        d
-                    };
-                    if !no_bits {
-                        let j = usize::from(self.count - 1);
-                        vb = self.v_coder.encode(zigzag(r), j, v_ahead, &mut self.w);
+                    let j = usize::from(self.count - 1);
+                    match n {
+                        Some(n) => {
+                            let d = n.wrapping_sub(self.n_prev);
+                            let r = if delta_of_delta {
+                                d.wrapping_sub(self.d_prev)
+                            } else {
+                                d
+                            };
+                            if !no_bits {
+                                vb = self.v_coder.encode(zigzag(r), j, v_ahead, &mut self.w);
+                            }
+                            self.d_prev = d;
+                            self.n_prev = n;
+                        }
+                        None => {
+                            // exception: a raw value; the integer state stays
+                            vb = self.v_coder.encode(EXCEPTION, j, v_ahead, &mut self.w);
+                            self.w.write(bits, 64);
+                            vb += 64;
+                        }
                     }
-                    self.d_prev = d;
-                    self.n_prev = n;
                 }
             }
         }
@@ -411,6 +426,7 @@ pub struct ChunkWriter {
     v_xor: XorState,
     v_xor_bits: u64,
     v_const: bool,
+    exceptions: u8,
     max_abs_n: i64,
 }
 
@@ -436,6 +452,7 @@ impl ChunkWriter {
             v_xor: XorState::default(),
             v_xor_bits: 0,
             v_const: true,
+            exceptions: 0,
             max_abs_n: 0,
         }
     }
@@ -452,88 +469,77 @@ impl ChunkWriter {
         }
         if count == 0 {
             let value = match int::min_decimals(v, 0) {
-                Some(k) => ValueEncoding::Int {
-                    decimals: k,
-                    delta_of_delta: true,
-                    no_bits: false,
-                    sparse: false,
-                },
+                Some(k) => int_encoding(k),
                 None => ValueEncoding::Xor,
             };
             *self = Self::with_value_encoding(value);
-            let n = int::to_scaled(v, decimals_of(value)).unwrap_or(0);
+            let n = int::to_scaled(v, decimals_of(value));
             self.push(t, v, n);
             return;
         }
-        match self.enc.value {
-            ValueEncoding::Int { decimals: k, .. } => {
-                if let Some(n) = int::to_scaled(v, k) {
-                    self.push(t, v, n);
+        let ValueEncoding::Int { decimals: k, .. } = self.enc.value else {
+            self.push(t, v, None);
+            return;
+        };
+        if let Some(n) = int::to_scaled(v, k) {
+            self.push(t, v, Some(n));
+            return;
+        }
+        // more decimals for all values
+        let wider = int::min_decimals(v, k.saturating_add(1)).filter(|&k2| {
+            let factor = int::POW10_I[usize::from(k2 - k)];
+            self.max_abs_n
+                .checked_mul(factor)
+                .is_some_and(|m| m <= int::MAX_INT)
+        });
+        if let Some(k2) = wider {
+            self.recode(int_encoding(k2));
+            if let ValueEncoding::Int { decimals: k2, .. } = self.enc.value {
+                if let Some(n) = int::to_scaled(v, k2) {
+                    self.push(t, v, Some(n));
                     return;
                 }
-                // more decimals for all values, or XOR
-                let wider = int::min_decimals(v, k.saturating_add(1)).filter(|&k2| {
-                    let factor = int::POW10_I[usize::from(k2 - k)];
-                    self.max_abs_n
-                        .checked_mul(factor)
-                        .is_some_and(|m| m <= int::MAX_INT)
-                });
-                let value = match wider {
-                    Some(k2) => ValueEncoding::Int {
-                        decimals: k2,
-                        delta_of_delta: true,
-                        no_bits: false,
-                        sparse: false,
-                    },
-                    None => ValueEncoding::Xor,
-                };
-                self.recode(value);
-                let k2 = decimals_of(self.enc.value);
-                match self.enc.value {
-                    ValueEncoding::Int { .. } => match int::to_scaled(v, k2) {
-                        Some(n) => self.push(t, v, n),
-                        None => {
-                            self.recode(ValueEncoding::Xor);
-                            self.push(t, v, 0);
-                        }
-                    },
-                    _ => self.push(t, v, 0),
-                }
             }
-            _ => self.push(t, v, 0),
         }
+        // a few special values (staleness markers, NaN) are exceptions; more mean XOR
+        if matches!(self.enc.value, ValueEncoding::Int { .. })
+            && self.exceptions < MAX_EXCEPTIONS
+            && !v.is_finite()
+        {
+            self.push(t, v, None);
+            return;
+        }
+        self.recode(ValueEncoding::Xor);
+        self.push(t, v, None);
     }
 
-    /// Re-codes the samples so far with another value coding (XOR when an integer fails).
+    /// Re-codes the samples so far with another value coding; values that a new integer
+    /// coding cannot represent become exceptions.
     fn recode(&mut self, value: ValueEncoding) {
-        let mut next = Self::with_value_encoding(value);
         let k = decimals_of(value);
-        let is_int = matches!(value, ValueEncoding::Int { .. });
+        let first_fits = self
+            .iter()
+            .next()
+            .is_some_and(|(_, v)| int::to_scaled(v, k).is_some());
+        let value = if matches!(value, ValueEncoding::Int { .. }) && !first_fits {
+            ValueEncoding::Xor
+        } else {
+            value
+        };
+        let mut next = Self::with_value_encoding(value);
         for (t, v) in self.iter() {
-            let n = if is_int {
-                match int::to_scaled(v, k) {
-                    Some(n) => n,
-                    None => {
-                        next = Self::with_value_encoding(ValueEncoding::Xor);
-                        for (t, v) in self.iter() {
-                            next.push(t, v, 0);
-                        }
-                        break;
-                    }
-                }
-            } else {
-                0
-            };
-            next.push(t, v, n);
+            next.push(t, v, int::to_scaled(v, k));
         }
         *self = next;
     }
 
-    /// Codes one sample online and prices the alternatives.
+    /// Codes one sample online and prices the alternatives. `n` is the scaled integer for the
+    /// integer coding (`None`: an exception).
     #[inline]
-    fn push(&mut self, t: i64, v: f64, n: i64) {
+    fn push(&mut self, t: i64, v: f64, n: Option<i64>) {
         let idx = self.enc.count;
         let bits = v.to_bits();
+        let is_int = matches!(self.enc.value, ValueEncoding::Int { .. });
         if idx >= 1 {
             if idx >= 2 {
                 let delta = t.wrapping_sub(self.enc.t_last);
@@ -544,15 +550,28 @@ impl ChunkWriter {
             }
             self.v_const &= bits == self.enc.first_bits;
             self.v_xor_bits += u64::from(self.v_xor.encode(bits, &mut bitstream::BitCounter(0)));
-            if let ValueEncoding::Int { .. } = self.enc.value {
-                let d = n.wrapping_sub(self.enc.n_prev);
-                self.v_delta.add(zigzag(d));
-                self.v_dod.add(zigzag(d.wrapping_sub(self.enc.d_prev)));
+            if is_int {
+                match n {
+                    Some(n) => {
+                        let d = n.wrapping_sub(self.enc.n_prev);
+                        self.v_delta.add(zigzag(d));
+                        self.v_dod.add(zigzag(d.wrapping_sub(self.enc.d_prev)));
+                    }
+                    None => {
+                        self.v_delta.add_exception();
+                        self.v_dod.add_exception();
+                    }
+                }
             }
         } else {
             self.v_xor = XorState::new(bits);
         }
-        self.max_abs_n = self.max_abs_n.max(n.saturating_abs());
+        if is_int && n.is_none() {
+            self.exceptions = self.exceptions.saturating_add(1);
+        }
+        if let Some(n) = n {
+            self.max_abs_n = self.max_abs_n.max(n.saturating_abs());
+        }
         self.enc.push(t, v, n);
     }
 
@@ -594,11 +613,7 @@ impl ChunkWriter {
         if self.is_empty() {
             return None;
         }
-        let v = match self.enc.value {
-            ValueEncoding::Int { decimals, .. } => int::from_scaled(self.enc.n_prev, decimals),
-            _ => f64::from_bits(self.enc.xor.prev()),
-        };
-        Some((self.enc.t_last, v))
+        Some((self.enc.t_last, f64::from_bits(self.enc.last_bits)))
     }
 
     /// Iterates the samples appended so far (no allocation per sample).
@@ -714,13 +729,7 @@ impl ChunkWriter {
         let mut e = Encoder::new(time, value);
         let k = decimals_of(value);
         let is_int = matches!(value, ValueEncoding::Int { .. });
-        let scaled = |v: f64| {
-            if is_int {
-                int::to_scaled(v, k).unwrap_or(0)
-            } else {
-                0
-            }
-        };
+        let scaled = |v: f64| if is_int { int::to_scaled(v, k) } else { None };
         let (mut ts_ahead, mut v_ahead) = (Vec::new(), Vec::new());
         if time_sparse(time) || value_sparse(value) {
             // the run-length coding writes a run's length where it starts: collect residuals
@@ -745,13 +754,17 @@ impl ChunkWriter {
                     delta_prev = delta;
                 }
                 prev_t = t;
-                let n = scaled(v);
-                if i >= 1 {
-                    let d = n.wrapping_sub(n_prev);
-                    v_ahead.push(zigzag(if dod_v { d.wrapping_sub(d_prev) } else { d }));
-                    d_prev = d;
+                match scaled(v) {
+                    Some(n) => {
+                        if i >= 1 {
+                            let d = n.wrapping_sub(n_prev);
+                            v_ahead.push(zigzag(if dod_v { d.wrapping_sub(d_prev) } else { d }));
+                            d_prev = d;
+                        }
+                        n_prev = n;
+                    }
+                    None => v_ahead.push(EXCEPTION),
                 }
-                n_prev = n;
             }
         }
         for (t, v) in self.iter() {
@@ -775,6 +788,18 @@ impl ChunkWriter {
     /// itself is `size_of::<ChunkWriter>()` bytes inline.
     pub fn heap_bytes(&self) -> usize {
         self.enc.w.heap_bytes()
+    }
+}
+
+/// How many values an integer-coded chunk may hold as raw exceptions before it turns to XOR.
+const MAX_EXCEPTIONS: u8 = 4;
+
+fn int_encoding(decimals: u8) -> ValueEncoding {
+    ValueEncoding::Int {
+        decimals,
+        delta_of_delta: true,
+        no_bits: false,
+        sparse: false,
     }
 }
 
@@ -1216,18 +1241,23 @@ impl Iterator for SampleIter<'_> {
                     no_bits,
                     ..
                 } => {
-                    let r = if no_bits {
+                    let z = if no_bits {
                         0
                     } else {
-                        unzigzag(self.v_coder.decode(&mut self.r))
+                        self.v_coder.decode(&mut self.r)
                     };
-                    if delta_of_delta {
-                        self.d = self.d.wrapping_add(r);
-                        self.n = self.n.wrapping_add(self.d);
+                    if z == EXCEPTION {
+                        self.v = f64::from_bits(self.r.read_long(64));
                     } else {
-                        self.n = self.n.wrapping_add(r);
+                        let r = unzigzag(z);
+                        if delta_of_delta {
+                            self.d = self.d.wrapping_add(r);
+                            self.n = self.n.wrapping_add(self.d);
+                        } else {
+                            self.n = self.n.wrapping_add(r);
+                        }
+                        self.v = int::from_scaled(self.n, decimals);
                     }
-                    self.v = int::from_scaled(self.n, decimals);
                 }
             }
             if self.r.overrun() {

@@ -27,12 +27,6 @@ impl XorState {
         }
     }
 
-    /// The previous value's bits.
-    #[inline]
-    pub(crate) fn prev(&self) -> u64 {
-        self.prev
-    }
-
     /// Encodes `bits`, returning the bits written.
     #[inline]
     pub(crate) fn encode<S: BitSink>(&mut self, bits: u64, out: &mut S) -> u32 {
