@@ -76,11 +76,29 @@ impl FullChunk {
     }
 }
 
+/// The last sample appended by an uncommitted appender: `(t, value bits)`, 16 bytes
+/// (`t == i64::MIN` with value bits 1 means none; a real sample at `i64::MIN` is stored with
+/// its own bits, and the one ambiguous sample only loses the duplicate check).
+#[derive(Clone, Copy)]
+struct Pending(i64, u64);
+
+impl Pending {
+    const NONE: Pending = Pending(i64::MIN, 1);
+
+    fn new(t: i64, v: f64) -> Pending {
+        Pending(t, v.to_bits())
+    }
+
+    fn get(self) -> Option<(i64, u64)> {
+        (self.0 != i64::MIN || self.1 != 1).then_some((self.0, self.1))
+    }
+}
+
 struct SeriesInner {
     open: ChunkWriter,
     full: Vec<FullChunk>,
     /// Last sample appended by an uncommitted appender.
-    pending: Option<(i64, u64)>,
+    pending: Pending,
 }
 
 /// One series in the head.
@@ -127,6 +145,8 @@ impl SeriesInner {
             let bytes = self.open.finish();
             match arena.add(&bytes, self.open.max_time()) {
                 Ok(addr) => {
+                    // exact capacity: a series holds a handful of full chunks
+                    self.full.reserve_exact(1);
                     self.full.push(FullChunk {
                         min_time: self.open.min_time(),
                         span: (self.open.max_time() - self.open.min_time()) as u32,
@@ -343,7 +363,7 @@ impl Head {
             inner: Mutex::new(SeriesInner {
                 open: ChunkWriter::new(),
                 full: Vec::new(),
-                pending: None,
+                pending: Pending::NONE,
             }),
         }));
         s.index(h, r);
@@ -423,7 +443,7 @@ impl Head {
             self.stats.out_of_bounds.fetch_add(1, Ordering::Relaxed);
             return Err(Error::OutOfBounds);
         }
-        if let Some((lt, lv)) = g.pending.or_else(|| g.last()) {
+        if let Some((lt, lv)) = g.pending.get().or_else(|| g.last()) {
             if t < lt {
                 self.stats.out_of_order.fetch_add(1, Ordering::Relaxed);
                 return Err(Error::OutOfOrder);
@@ -439,7 +459,7 @@ impl Head {
                 return Err(Error::DuplicateTimestamp);
             }
         }
-        g.pending = Some((t, v.to_bits()));
+        g.pending = Pending::new(t, v);
         drop(g);
         Ok(Some(m.clone()))
     }
@@ -481,7 +501,7 @@ impl Head {
         for (i, s) in samples.iter().enumerate() {
             let Some(m) = series(i) else { continue };
             let mut g = m.inner.lock();
-            g.pending = None;
+            g.pending = Pending::NONE;
             if g.last().is_some_and(|(lt, _)| s.t <= lt) {
                 continue;
             }
@@ -506,7 +526,7 @@ impl Head {
     pub fn rollback(&self, samples: &[RefSample]) {
         for s in samples {
             if let Some(m) = self.series(s.r) {
-                m.inner.lock().pending = None;
+                m.inner.lock().pending = Pending::NONE;
             }
         }
     }
@@ -514,7 +534,7 @@ impl Head {
     /// Clears the pending marks of these series.
     pub fn rollback_series(&self, series: &[Arc<MemSeries>]) {
         for m in series {
-            m.inner.lock().pending = None;
+            m.inner.lock().pending = Pending::NONE;
         }
     }
 
@@ -666,6 +686,7 @@ impl Head {
             for m in s.slots.iter().flatten() {
                 let mut g = m.inner.lock();
                 g.full.retain(|c| c.max_time() >= t);
+                g.full.shrink_to_fit();
                 if !g.open.is_empty() && g.open.max_time() < t {
                     g.open = ChunkWriter::new();
                 }
@@ -674,7 +695,7 @@ impl Head {
                 } else if !g.open.is_empty() {
                     lo = lo.min(g.open.min_time());
                 }
-                if g.is_empty() && g.pending.is_none() {
+                if g.is_empty() && g.pending.get().is_none() {
                     gone.push(m.r);
                 }
             }
