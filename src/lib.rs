@@ -7,6 +7,8 @@
 
 pub mod api;
 pub mod cli;
+pub mod export;
 pub mod gpu;
+pub mod import;
 pub mod scrape;
 pub mod sim;

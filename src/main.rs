@@ -3,6 +3,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use inferdb::cli::{export::ExportArgs, import::ImportArgs, tsdb::TsdbArgs};
 use inferdb::cli::{query::QueryArgs, serve::ServeArgs, simulate::SimulateArgs};
 
 /// inferdb: a time-series database and PromQL engine for LLM-inference metrics, a drop-in
@@ -28,6 +29,12 @@ enum Command {
     Query(QueryArgs),
     /// Serve simulated vLLM /metrics pages.
     Simulate(SimulateArgs),
+    /// Backfill history from OpenMetrics files into blocks.
+    Import(ImportArgs),
+    /// Export samples to Parquet or CSV.
+    Export(ExportArgs),
+    /// Inspect the store (stats) or verify its checksums (check).
+    Tsdb(TsdbArgs),
 }
 
 fn main() -> ExitCode {
@@ -43,6 +50,9 @@ fn main() -> ExitCode {
         Command::Serve(a) => a.run(),
         Command::Query(a) => a.run(),
         Command::Simulate(a) => a.run(),
+        Command::Import(a) => a.run(),
+        Command::Export(a) => a.run(),
+        Command::Tsdb(a) => a.run(),
     };
     match res {
         Ok(code) => code,
