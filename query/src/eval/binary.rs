@@ -157,10 +157,11 @@ fn vector_scalar_binop(
     out
 }
 
-/// The join signature of a label set: the `on` labels, or all but the `ignoring` labels and
-/// the metric name.
-fn signature(l: &Labels, m: &VectorMatching) -> String {
-    let mut key = String::new();
+/// The join signature of a label set: a hash of the `on` labels, or of all but the
+/// `ignoring` labels and the metric name.
+fn signature(l: &Labels, m: &VectorMatching) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
     for lab in l.iter() {
         let include = if m.on {
             m.labels.iter().any(|n| n == &lab.name)
@@ -168,13 +169,11 @@ fn signature(l: &Labels, m: &VectorMatching) -> String {
             lab.name != METRIC_NAME && !m.labels.iter().any(|n| n == &lab.name)
         };
         if include {
-            key.push_str(&lab.name);
-            key.push('\u{ff}');
-            key.push_str(&lab.value);
-            key.push('\u{fe}');
+            lab.name.hash(&mut h);
+            lab.value.hash(&mut h);
         }
     }
-    key
+    h.finish()
 }
 
 /// Go's `Labels.MatchLabels(on, names...)`.
@@ -197,7 +196,7 @@ fn vector_and(lhs: Vector, rhs: Vector, m: &VectorMatching) -> Vector {
     if lhs.is_empty() || rhs.is_empty() {
         return vec![];
     }
-    let right: HashSet<String> = rhs.iter().map(|s| signature(&s.metric, m)).collect();
+    let right: HashSet<u64> = rhs.iter().map(|s| signature(&s.metric, m)).collect();
     lhs.into_iter()
         .filter(|s| right.contains(&signature(&s.metric, m)))
         .collect()
@@ -210,7 +209,7 @@ fn vector_or(lhs: Vector, rhs: Vector, m: &VectorMatching) -> Vector {
     if rhs.is_empty() {
         return lhs;
     }
-    let left: HashSet<String> = lhs.iter().map(|s| signature(&s.metric, m)).collect();
+    let left: HashSet<u64> = lhs.iter().map(|s| signature(&s.metric, m)).collect();
     let mut out = lhs;
     out.extend(
         rhs.into_iter()
@@ -223,7 +222,7 @@ fn vector_unless(lhs: Vector, rhs: Vector, m: &VectorMatching) -> Vector {
     if lhs.is_empty() || rhs.is_empty() {
         return lhs;
     }
-    let right: HashSet<String> = rhs.iter().map(|s| signature(&s.metric, m)).collect();
+    let right: HashSet<u64> = rhs.iter().map(|s| signature(&s.metric, m)).collect();
     lhs.into_iter()
         .filter(|s| !right.contains(&signature(&s.metric, m)))
         .collect()
@@ -272,7 +271,7 @@ fn vector_binop(
     }
     let swapped = m.card == Cardinality::OneToMany;
     let (lhs, rhs) = if swapped { (rhs, lhs) } else { (lhs, rhs) };
-    let mut right: HashMap<String, usize> = HashMap::with_capacity(rhs.len());
+    let mut right: HashMap<u64, usize> = HashMap::with_capacity(rhs.len());
     for (i, rs) in rhs.iter().enumerate() {
         let sig = signature(&rs.metric, m);
         if let Some(&j) = right.get(&sig) {
@@ -293,8 +292,8 @@ fn vector_binop(
         }
         right.insert(sig, i);
     }
-    let mut matched_one: HashSet<String> = HashSet::new();
-    let mut matched_many: HashMap<String, HashSet<Labels>> = HashMap::new();
+    let mut matched_one: HashSet<u64> = HashSet::new();
+    let mut matched_many: HashMap<u64, HashSet<Labels>> = HashMap::new();
     let mut out = Vec::new();
     for ls in &lhs {
         let sig = signature(&ls.metric, m);

@@ -833,4 +833,25 @@ mod tests {
             "query processing would load too many samples into memory in query execution"
         );
     }
+
+    #[test]
+    fn cancel_and_timeout() {
+        let s = store();
+        let e = Engine::new(EngineOptions::default());
+        let token = crate::engine::CancelToken::new();
+        token.cancel();
+        let rate = call("rate", vec![ms("x_total", 300_000)]);
+        let err = e
+            .run(&s, &rate, "", 0, 600_000, 1_000, Some(&token))
+            .unwrap_err();
+        assert!(matches!(err, QueryError::Canceled));
+        let e = Engine::new(EngineOptions {
+            timeout: std::time::Duration::ZERO,
+            ..Default::default()
+        });
+        // 601 steps check the deadline well over 64 times.
+        let err = e.range_expr(&s, &rate, 0, 600_000, 1_000).unwrap_err();
+        assert!(matches!(err, QueryError::Timeout));
+        assert_eq!(err.to_string(), "query timed out in expression evaluation");
+    }
 }
