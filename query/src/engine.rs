@@ -154,6 +154,7 @@ impl Engine {
         step_ms: i64,
     ) -> Result<QueryResult, QueryError> {
         let ast = parse(expr)?;
+        check_step(step_ms)?;
         self.run(storage, &ast, expr, start_ms, end_ms, step_ms, None)
     }
 
@@ -176,6 +177,7 @@ impl Engine {
         end_ms: i64,
         step_ms: i64,
     ) -> Result<QueryResult, QueryError> {
+        check_step(step_ms)?;
         self.run(storage, expr, "", start_ms, end_ms, step_ms, None)
     }
 
@@ -232,6 +234,16 @@ impl Engine {
             annotations,
         })
     }
+}
+
+fn check_step(step_ms: i64) -> Result<(), QueryError> {
+    if step_ms <= 0 {
+        return Err(QueryError::Eval(
+            "zero or negative query resolution step widths are not accepted. Try a positive integer"
+                .into(),
+        ));
+    }
+    Ok(())
 }
 
 fn parse(expr: &str) -> Result<Expr, QueryError> {
