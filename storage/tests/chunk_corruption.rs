@@ -62,9 +62,7 @@ fn every_single_byte_flip_is_detected() {
 fn truncation_is_detected() {
     for chunk in sample_chunks() {
         for len in 0..chunk.len() {
-            let e = decode(&chunk[..len])
-                .err()
-                .expect("truncated chunk decoded");
+            let e = decode(&chunk[..len]).expect_err("truncated chunk decoded");
             assert!(is_corrupt(&e), "{e}");
             if let Ok(n) = encoded_len(&chunk[..len]) {
                 assert!(n > len);
@@ -86,9 +84,9 @@ fn corrupt_error_names_offset() {
         }
         other => panic!("{:?}", other.map(|_| ())),
     }
-    let e = decode(&[]).err().unwrap();
+    let e = decode(&[]).expect_err("empty");
     assert!(is_corrupt(&e));
-    let e = decode(&[0x40]).err().unwrap();
+    let e = decode(&[0x40]).expect_err("reserved bits");
     assert!(is_corrupt(&e));
 }
 

@@ -93,7 +93,7 @@ fn samples() -> impl Strategy<Value = Vec<(i64, f64)>> {
             // runs of repeated values
             prop::collection::vec((value(), 1usize..30), 1..20).prop_map(move |runs| runs
                 .into_iter()
-                .flat_map(|(v, r)| std::iter::repeat(v).take(r))
+                .flat_map(|(v, r)| std::iter::repeat_n(v, r))
                 .cycle()
                 .take(n)
                 .collect()),

@@ -36,7 +36,7 @@ pub(crate) fn to_scaled(v: f64, k: u8) -> Option<i64> {
     let p = *POW10.get(usize::from(k))?;
     let s = v * p;
     // also rejects NaN and infinities
-    if !(s.abs() <= MAX_INT as f64) {
+    if s.is_nan() || s.abs() > MAX_INT as f64 {
         return None;
     }
     let n = s.round() as i64;

@@ -1159,12 +1159,7 @@ impl<'a> SampleIter<'a> {
         if self.idx > 0 && self.err.is_none() && self.t >= t {
             return Some((self.t, self.v));
         }
-        while let Some(s) = self.next() {
-            if s.0 >= t {
-                return Some(s);
-            }
-        }
-        None
+        self.by_ref().find(|s| s.0 >= t)
     }
 
     #[cold]
