@@ -123,6 +123,9 @@ pub(crate) struct Evaluator<'a> {
     pub(crate) cur_samples: usize,
     /// Memo of subquery results per (node, inner time).
     subq_cache: HashMap<(usize, i64), Val>,
+    /// Whether the current evaluation spans several steps (a range query, or inside a
+    /// subquery of several steps), as Prometheus' evaluator sees it.
+    pub(crate) multi_step: bool,
 }
 
 impl<'a> Evaluator<'a> {
@@ -146,6 +149,7 @@ impl<'a> Evaluator<'a> {
             ticks: 0,
             cur_samples: 0,
             subq_cache: HashMap::new(),
+            multi_step: start != end,
         }
     }
 
@@ -560,6 +564,27 @@ impl<'a> Evaluator<'a> {
         let key = sq as *const Subquery as usize;
         let mut index: HashMap<Metric, usize> = HashMap::new();
         let mut out: Matrix = Vec::new();
+        let saved_multi = self.multi_step;
+        self.multi_step = t + step <= reft;
+        let r = self.subquery_steps(sq, key, t, reft, step, &mut index, &mut out);
+        self.multi_step = saved_multi;
+        r?;
+        let n: usize = out.iter().map(|s| s.floats.len()).sum();
+        self.add_samples(n)?;
+        Ok((out, reft - range, reft))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn subquery_steps(
+        &mut self,
+        sq: &Subquery,
+        key: usize,
+        mut t: i64,
+        reft: i64,
+        step: i64,
+        index: &mut HashMap<Metric, usize>,
+        out: &mut Matrix,
+    ) -> EvalResult<()> {
         while t <= reft {
             self.check_limits()?;
             let v = match self.subq_cache.get(&(key, t)) {
@@ -616,9 +641,7 @@ impl<'a> Evaluator<'a> {
             }
             t += step;
         }
-        let n: usize = out.iter().map(|s| s.floats.len()).sum();
-        self.add_samples(n)?;
-        Ok((out, reft - range, reft))
+        Ok(())
     }
 }
 

@@ -189,7 +189,7 @@ pub(crate) fn eval_call(ev: &mut Evaluator<'_>, expr: &Expr, c: &Call, ts: i64) 
             ));
         }
         "sort" | "sort_desc" | "sort_by_label" | "sort_by_label_desc" => {
-            if ev.start != ev.end {
+            if ev.multi_step {
                 ev.annos.warn(
                     "sort is ineffective for range queries since results are always ordered by labels",
                     Some(expr.span.start),
