@@ -167,6 +167,8 @@ fn main() {
             TimeEncoding::Delta { sparse: true } => "delta sparse",
             TimeEncoding::DeltaOfDelta { sparse: false } => "dod",
             TimeEncoding::DeltaOfDelta { sparse: true } => "dod sparse",
+            TimeEncoding::Grid { sparse: false } => "grid",
+            TimeEncoding::Grid { sparse: true } => "grid sparse",
         };
         let e = by_coding.entry(format!("{v} / ts {t}")).or_default();
         e.0 += 1;

@@ -15,7 +15,8 @@
 //! chunk   := kind [intparams] count:uvarint body_len:uvarint body crc32:u32le
 //! kind    := u8: bits 0-1 value coding (1 XOR, 2 integer, 3 constant),
 //!                bit 2 timestamps as delta - first delta (else delta of delta),
-//!                bit 3 timestamps regular (no timestamp bits),
+//!                bit 3 timestamps regular (no timestamp bits); bits 2 and 3 both set:
+//!                timestamps as offsets from the grid t0 + i * first_delta,
 //!                bit 4 timestamp residuals run-length coded ([`bitstream::Sparse`]),
 //!                bits 5-7 zero
 //! intparams := u8 (only for integer coding): bits 0-3 decimals k (<= 9),
@@ -81,6 +82,12 @@ pub enum TimeEncoding {
     },
     /// All deltas equal the first: no timestamp bits.
     Regular,
+    /// Coded offset of each timestamp from the grid `t0 + i * first_delta` (scrape jitter that
+    /// returns to the grid costs one residual instead of two).
+    Grid {
+        /// Residuals run-length coded.
+        sparse: bool,
+    },
 }
 
 /// How a chunk codes its values.
@@ -185,9 +192,17 @@ impl ResCoder {
     }
 }
 
+/// Offset of timestamp `t` of sample `i` from the grid `t0 + i * delta1`.
+#[inline]
+fn grid_offset(t: i64, t0: i64, i: u16, delta1: i64) -> i64 {
+    t.wrapping_sub(t0.wrapping_add(i64::from(i).wrapping_mul(delta1)))
+}
+
 fn time_sparse(t: TimeEncoding) -> bool {
     match t {
-        TimeEncoding::Delta { sparse } | TimeEncoding::DeltaOfDelta { sparse } => sparse,
+        TimeEncoding::Delta { sparse }
+        | TimeEncoding::DeltaOfDelta { sparse }
+        | TimeEncoding::Grid { sparse } => sparse,
         TimeEncoding::Regular => false,
     }
 }
@@ -286,6 +301,11 @@ impl Encoder {
                         let j = usize::from(self.count - 2);
                         tb = self.ts_coder.encode(z, j, ts_ahead, &mut self.w)
                     }
+                    TimeEncoding::Grid { .. } => {
+                        let z = zigzag(grid_offset(t, self.t0, self.count, self.delta1));
+                        let j = usize::from(self.count - 2);
+                        tb = self.ts_coder.encode(z, j, ts_ahead, &mut self.w)
+                    }
                 }
             }
             self.delta_prev = delta;
@@ -337,6 +357,7 @@ impl Encoder {
             TimeEncoding::DeltaOfDelta { .. } => {}
             TimeEncoding::Delta { .. } => b0 |= TS_DELTA,
             TimeEncoding::Regular => b0 |= TS_REGULAR,
+            TimeEncoding::Grid { .. } => b0 |= TS_DELTA | TS_REGULAR,
         }
         if time_sparse(self.time) {
             b0 |= TS_SPARSE;
@@ -421,6 +442,7 @@ pub struct ChunkWriter {
     enc: Encoder,
     ts_delta: StreamCost,
     ts_dod: StreamCost,
+    ts_grid: StreamCost,
     v_delta: StreamCost,
     v_dod: StreamCost,
     v_xor: XorState,
@@ -447,6 +469,7 @@ impl ChunkWriter {
             enc: Encoder::new(TimeEncoding::DeltaOfDelta { sparse: false }, value),
             ts_delta: StreamCost::new(),
             ts_dod: StreamCost::new(),
+            ts_grid: StreamCost::new(),
             v_delta: StreamCost::new(),
             v_dod: StreamCost::new(),
             v_xor: XorState::default(),
@@ -547,6 +570,8 @@ impl ChunkWriter {
                     .add(zigzag(delta.wrapping_sub(self.enc.delta1)));
                 self.ts_dod
                     .add(zigzag(delta.wrapping_sub(self.enc.delta_prev)));
+                self.ts_grid
+                    .add(zigzag(grid_offset(t, self.enc.t0, idx, self.enc.delta1)));
             }
             self.v_const &= bits == self.enc.first_bits;
             self.v_xor_bits += u64::from(self.v_xor.encode(bits, &mut bitstream::BitCounter(0)));
@@ -633,7 +658,10 @@ impl ChunkWriter {
         } else {
             let (db, ds) = self.ts_delta.best();
             let (ddb, dds) = self.ts_dod.best();
-            if db < ddb {
+            let (gb, gs) = self.ts_grid.best();
+            if gb < db && gb < ddb {
+                TimeEncoding::Grid { sparse: gs }
+            } else if db < ddb {
                 TimeEncoding::Delta { sparse: ds }
             } else {
                 TimeEncoding::DeltaOfDelta { sparse: dds }
@@ -734,6 +762,8 @@ impl ChunkWriter {
         if time_sparse(time) || value_sparse(value) {
             // the run-length coding writes a run's length where it starts: collect residuals
             let dod_t = matches!(time, TimeEncoding::DeltaOfDelta { .. });
+            let grid_t = matches!(time, TimeEncoding::Grid { .. });
+            let mut t0 = 0;
             let dod_v = matches!(
                 value,
                 ValueEncoding::Int {
@@ -747,11 +777,16 @@ impl ChunkWriter {
                     let delta = t.wrapping_sub(prev_t);
                     if i == 1 {
                         delta1 = delta;
+                    } else if grid_t {
+                        let i = u16::try_from(i).unwrap_or(u16::MAX);
+                        ts_ahead.push(zigzag(grid_offset(t, t0, i, delta1)));
                     } else {
                         let base = if dod_t { delta_prev } else { delta1 };
                         ts_ahead.push(zigzag(delta.wrapping_sub(base)));
                     }
                     delta_prev = delta;
+                } else {
+                    t0 = t;
                 }
                 prev_t = t;
                 match scaled(v) {
@@ -830,6 +865,7 @@ fn parse_header(bytes: &[u8]) -> Result<Parsed, Error> {
         (false, false) => TimeEncoding::DeltaOfDelta { sparse },
         (true, false) => TimeEncoding::Delta { sparse },
         (false, true) if !sparse => TimeEncoding::Regular,
+        (true, true) => TimeEncoding::Grid { sparse },
         _ => return Err(corrupt(0, format!("conflicting timestamp flags {b0:#04x}"))),
     };
     let mut pos = 1;
@@ -1219,6 +1255,14 @@ impl Iterator for SampleIter<'_> {
                     TimeEncoding::DeltaOfDelta { .. } => self
                         .delta
                         .wrapping_add(unzigzag(self.ts_coder.decode(&mut self.r))),
+                    TimeEncoding::Grid { .. } => {
+                        let off = unzigzag(self.ts_coder.decode(&mut self.r));
+                        let t = self
+                            .t0
+                            .wrapping_add(i64::from(self.idx).wrapping_mul(self.delta1))
+                            .wrapping_add(off);
+                        t.wrapping_sub(self.t)
+                    }
                 }
             };
             self.delta = delta;
