@@ -412,13 +412,99 @@ impl<'a> Evaluator<'a> {
         })
     }
 
+    /// A copy for evaluating other steps of the same query on another thread: shares the
+    /// loaded series, starts with no annotations and an empty subquery memo.
+    fn fork(&self) -> Evaluator<'a> {
+        Evaluator {
+            opts: self.opts,
+            start: self.start,
+            end: self.end,
+            interval: self.interval,
+            deadline: self.deadline,
+            cancel: self.cancel,
+            data: self.data.clone(),
+            annos: Annotations::new(),
+            ticks: 0,
+            cur_samples: 0,
+            subq_cache: HashMap::new(),
+            multi_step: self.multi_step,
+        }
+    }
+
+    /// A range query: the steps are split into contiguous chunks evaluated in parallel when
+    /// there are enough of them, then the chunks' series are joined in time order.
     pub(crate) fn run_range(&mut self, expr: &Expr) -> EvalResult<Value> {
+        let steps = ((self.end - self.start) / self.interval + 1) as usize;
+        let threads = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+            .min(steps / 64)
+            .min(16);
+        let mut out = if threads <= 1 {
+            self.range_steps(expr, self.start, self.end)?
+        } else {
+            let per = steps.div_ceil(threads) as i64;
+            let chunks: Vec<(i64, i64)> = (0..threads as i64)
+                .map(|k| {
+                    let from = self.start + k * per * self.interval;
+                    let to = (from + (per - 1) * self.interval).min(self.end);
+                    (from, to)
+                })
+                .filter(|(from, _)| *from <= self.end)
+                .collect();
+            let results: Vec<(EvalResult<Matrix>, Annotations)> = std::thread::scope(|sc| {
+                let handles: Vec<_> = chunks
+                    .iter()
+                    .map(|&(from, to)| {
+                        let mut ev = self.fork();
+                        sc.spawn(move || {
+                            let r = ev.range_steps(expr, from, to);
+                            (r, ev.annos)
+                        })
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| {
+                        h.join().unwrap_or_else(|_| {
+                            (err("evaluation thread panicked"), Annotations::new())
+                        })
+                    })
+                    .collect()
+            });
+            let mut index: HashMap<Metric, usize> = HashMap::new();
+            let mut out: Matrix = Vec::new();
+            let mut total = 0usize;
+            for (r, annos) in results {
+                self.annos.merge(annos);
+                for s in r? {
+                    total += s.floats.len();
+                    match index.get(&s.metric) {
+                        Some(&i) => out[i].floats.extend(s.floats),
+                        None => {
+                            index.insert(s.metric.clone(), out.len());
+                            out.push(s);
+                        }
+                    }
+                }
+            }
+            if total > self.opts.max_samples {
+                return Err(QueryError::TooManySamples);
+            }
+            out
+        };
+        out.sort_by(|a, b| a.metric.cmp(&b.metric));
+        Ok(Value::Matrix(public_matrix(out)))
+    }
+
+    /// Evaluates the steps `from, from + interval, ... <= to`; series in first-seen order.
+    fn range_steps(&mut self, expr: &Expr, from: i64, to: i64) -> EvalResult<Matrix> {
         let mut index: HashMap<Metric, usize> = HashMap::new();
         let mut out: Matrix = Vec::new();
         let mut last_order: Vec<(Metric, bool, usize)> = Vec::new();
-        let mut ts = self.start;
+        let mut ts = from;
         let mut total = 0usize;
-        while ts <= self.end {
+        while ts <= to {
             self.check_limits()?;
             self.cur_samples = total;
             let v = self.eval(expr, ts)?;
@@ -489,8 +575,7 @@ impl<'a> Evaluator<'a> {
             }
             ts += self.interval;
         }
-        out.sort_by(|a, b| a.metric.cmp(&b.metric));
-        Ok(Value::Matrix(public_matrix(out)))
+        Ok(out)
     }
 
     // ----- the recursive evaluation -----
@@ -876,5 +961,35 @@ mod tests {
         let err = e.range_expr(&s, &rate, 0, 600_000, 1_000).unwrap_err();
         assert!(matches!(err, QueryError::Timeout));
         assert_eq!(err.to_string(), "query timed out in expression evaluation");
+    }
+
+    #[test]
+    fn long_range_queries_match_instant_queries() {
+        // Enough steps for the range to be split across threads where there are several.
+        let s = store();
+        let e = Engine::new(EngineOptions::default());
+        let q = Expr::new(ExprKind::Aggregate(AggregateExpr {
+            op: AggregateOp::Sum,
+            expr: Box::new(call("rate", vec![ms("x_total", 120_000)])),
+            param: None,
+            grouping: vec!["job".into()],
+            without: false,
+        }));
+        let r = e.range_expr(&s, &q, 0, 900_000, 500).unwrap();
+        let Value::Matrix(m) = r.value else {
+            panic!("matrix expected")
+        };
+        assert_eq!(m.len(), 2);
+        for series in &m {
+            // Every step has a point while rate has two samples in the window.
+            let n = series.floats.len();
+            assert!(n > 1000, "{n} points");
+            assert!(series.floats.windows(2).all(|w| w[0].t < w[1].t));
+            for p in series.floats.iter().step_by(97) {
+                let inst = vector(e.instant_expr(&s, &q, p.t).unwrap().value);
+                let v = inst.iter().find(|(l, _)| *l == series.metric).unwrap().1;
+                assert_eq!(v, p.f, "at {}", p.t);
+            }
+        }
     }
 }
