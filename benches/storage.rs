@@ -222,7 +222,8 @@ fn main() {
             .iter()
             .enumerate()
             .map(|(i, l)| {
-                if !only.is_some_and(|o| o != wl.series[i].target) {
+                let tg = wl.series[i].target;
+                if only.unwrap_or(tg) == tg {
                     app.get_ref(l).expect("get_ref")
                 } else {
                     SeriesRef(u64::MAX)
