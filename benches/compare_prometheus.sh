@@ -20,6 +20,8 @@
 #   inferdb-live+compact  the same folder reopened, every complete 2 h range cut from the head,
 #                compacted, closed (the last partial range stays in the WAL)
 #   inferdb-import  OpenMetrics text -> BlockBuilder backfill -> compaction (like promtool)
+#   inferdb-cli     only with INFERDB_BIN=path/to/inferdb: `inferdb import openmetrics
+#                   --data-dir DIR FILE` (the CLI's importer)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -39,7 +41,7 @@ command -v promtool >/dev/null || {
 BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release/examples/workload_db
 
 mkdir -p "$W"
-rm -rf "$W"/prom-2h "$W"/prom-24h "$W"/inferdb-live "$W"/inferdb-import "$W"/*.time
+rm -rf "$W"/prom-2h "$W"/prom-24h "$W"/inferdb-live "$W"/inferdb-import "$W"/inferdb-cli "$W"/*.time
 OM=$W/workload-${INFERDB_BENCH_HOURS}h.om
 TF='%e %U %S %M' # wall user sys maxrss_kb
 
@@ -69,6 +71,10 @@ LIVE_BYTES=$(du -sb "$W/inferdb-live" | cut -f1)
 run inferdb-compact "$BIN" compact "$W/inferdb-live"
 run inferdb-import "$BIN" import "$OM" "$W/inferdb-import"
 "$BIN" breakdown "$W/inferdb-import" >"$W/breakdown.txt" 2>&1 || true
+if [ -n "${INFERDB_BIN:-}" ]; then
+	rm -rf "$W/inferdb-cli"
+	run inferdb-cli "$INFERDB_BIN" import openmetrics --data-dir "$W/inferdb-cli" "$OM"
+fi
 run prom-24h promtool tsdb create-blocks-from openmetrics -q --max-block-duration=24h "$OM" "$W/prom-24h"
 # promtool re-reads the whole file for every block: 13 passes over 24 h with 2 h blocks
 if [ "${PROM_2H:-1}" = 1 ]; then
@@ -91,6 +97,7 @@ row prom-24h "$PROM" "$W/prom-24h.time"
 row inferdb-live "$LIVE_BYTES" "$W/inferdb-live.time"
 row inferdb-live+compact "$(du -sb "$W/inferdb-live" | cut -f1)" "$W/inferdb-compact.time"
 row inferdb-import "$(du -sb "$W/inferdb-import" | cut -f1)" "$W/inferdb-import.time"
+[ -d "$W/inferdb-cli" ] && row inferdb-cli "$(du -sb "$W/inferdb-cli" | cut -f1)" "$W/inferdb-cli.time"
 echo "(vs-prom: bytes / prom-24h bytes; the inferdb time columns include generating the workload"
 echo " for 'live' (see generate_s in $W/inferdb-live.out); details in $W/*.out)"
 for d in prom-24h inferdb-live inferdb-import; do
