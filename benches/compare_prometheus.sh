@@ -45,12 +45,12 @@ rm -rf "$W"/prom-2h "$W"/prom-24h "$W"/inferdb-live "$W"/inferdb-import "$W"/inf
 OM=$W/workload-${INFERDB_BENCH_HOURS}h.om
 TF='%e %U %S %M' # wall user sys maxrss_kb
 
-if [ -s "$OM" ] && grep -q '^openmetrics_samples=' "$W/openmetrics.txt" 2>/dev/null; then
+if [ -s "$OM" ] && grep -q '^openmetrics_samples=' "$W/openmetrics-${INFERDB_BENCH_HOURS}h.txt" 2>/dev/null; then
 	echo "reusing $OM"
 else
-	"$BIN" openmetrics "$OM" | tee "$W/openmetrics.txt"
+	"$BIN" openmetrics "$OM" | tee "$W/openmetrics-${INFERDB_BENCH_HOURS}h.txt"
 fi
-SAMPLES=$(sed -n 's/^openmetrics_samples=//p' "$W/openmetrics.txt")
+SAMPLES=$(sed -n 's/^openmetrics_samples=//p' "$W/openmetrics-${INFERDB_BENCH_HOURS}h.txt")
 [ -n "$SAMPLES" ] || SAMPLES=$(grep -vc '^#' "$OM")
 echo "samples in the OpenMetrics file: $SAMPLES"
 
