@@ -39,10 +39,12 @@ const SCRAPE: i64 = 15_000;
 /// 4 h of history.
 const N: usize = 960;
 const JOB: &str = "vllm";
+const MODELS: [&str; 2] = ["llama-3-8b", "qwen-7b"];
 
 struct Inst {
     instance: &'static str,
-    model: &'static str,
+    /// Index into the model names of a data set.
+    model: usize,
     off_ms: i64,
     /// Scrape index where counters restart from zero.
     reset_at: Option<usize>,
@@ -53,21 +55,21 @@ struct Inst {
 const INSTS: [Inst; 3] = [
     Inst {
         instance: "10.0.0.1:8000",
-        model: "llama-3-8b",
+        model: 0,
         off_ms: 125,
         reset_at: None,
         gap: None,
     },
     Inst {
         instance: "10.0.0.2:8000",
-        model: "llama-3-8b",
+        model: 0,
         off_ms: 250,
         reset_at: Some(400),
         gap: None,
     },
     Inst {
         instance: "10.0.0.3:8000",
-        model: "qwen-7b",
+        model: 1,
         off_ms: 375,
         reset_at: Some(600),
         gap: Some((300, 380)),
@@ -133,21 +135,22 @@ fn present(inst: &Inst, i: usize) -> bool {
     !matches!(inst.gap, Some((a, b)) if i >= a && i < b)
 }
 
-fn base_labels(inst: &Inst) -> String {
+fn base_labels(inst: &Inst, models: &[&str; 2]) -> String {
     format!(
         "instance=\"{}\",job=\"{JOB}\",model_name=\"{}\"",
-        inst.instance, inst.model
+        inst.instance, models[inst.model]
     )
 }
 
 /// The deterministic OpenMetrics history.
-fn gen_openmetrics() -> String {
+/// `n` scrapes every 15 s from `t0` (ms) for the three servers, serving `models`.
+fn gen_openmetrics(t0: i64, n: usize, models: &[&str; 2]) -> String {
     let mut o = String::with_capacity(16 << 20);
-    let ts = |inst: &Inst, i: usize| om_ts(T0 + i as i64 * SCRAPE + inst.off_ms);
+    let ts = |inst: &Inst, i: usize| om_ts(t0 + i as i64 * SCRAPE + inst.off_ms);
     // up
     o.push_str("# TYPE up gauge\n");
     for (k, inst) in INSTS.iter().enumerate() {
-        for i in 0..N {
+        for i in 0..n {
             if !present(inst, i) {
                 continue;
             }
@@ -156,7 +159,7 @@ fn gen_openmetrics() -> String {
             } else {
                 1
             };
-            writeln!(o, "up{{{}}} {v} {}", base_labels(inst), ts(inst, i)).unwrap();
+            writeln!(o, "up{{{}}} {v} {}", base_labels(inst, models), ts(inst, i)).unwrap();
         }
     }
     // gauges
@@ -167,7 +170,7 @@ fn gen_openmetrics() -> String {
             if g == 3 && k != 0 {
                 continue;
             }
-            for i in 0..N {
+            for i in 0..n {
                 if !present(inst, i) {
                     continue;
                 }
@@ -177,7 +180,13 @@ fn gen_openmetrics() -> String {
                     1 => ((r % 8) as f64 - 3.0).max(0.0),
                     _ => (r % 65) as f64 / 64.0,
                 };
-                writeln!(o, "{name}{{{}}} {v} {}", base_labels(inst), ts(inst, i)).unwrap();
+                writeln!(
+                    o,
+                    "{name}{{{}}} {v} {}",
+                    base_labels(inst, models),
+                    ts(inst, i)
+                )
+                .unwrap();
             }
         }
     }
@@ -188,12 +197,12 @@ fn gen_openmetrics() -> String {
             let reasons: &[&str] = if c == 5 { &REASONS } else { &[""] };
             for (ri, reason) in reasons.iter().enumerate() {
                 let lbl = if reason.is_empty() {
-                    base_labels(inst)
+                    base_labels(inst, models)
                 } else {
-                    format!("finished_reason=\"{reason}\",{}", base_labels(inst))
+                    format!("finished_reason=\"{reason}\",{}", base_labels(inst, models))
                 };
                 let mut acc = 0u64;
-                for i in 0..N {
+                for i in 0..n {
                     let r = rnd(100 + c as u64, (k * 10 + ri) as u64, i as u64);
                     let inc = match c {
                         0 => r % 2000,
@@ -224,7 +233,7 @@ fn gen_openmetrics() -> String {
             let nb = bounds.len() + 1;
             let mut counts = vec![0u64; nb];
             let mut sum = 0f64;
-            for i in 0..N {
+            for i in 0..n {
                 if inst.reset_at == Some(i) {
                     counts.iter_mut().for_each(|c| *c = 0);
                     sum = 0.0;
@@ -243,7 +252,7 @@ fn gen_openmetrics() -> String {
                     sum += upper * ((r >> 40) % 8 + 1) as f64 / 8.0;
                 }
                 let t = ts(inst, i);
-                let lbl = base_labels(inst);
+                let lbl = base_labels(inst, models);
                 let mut cum = 0;
                 for (b, c) in counts.iter().enumerate() {
                     cum += c;
@@ -391,7 +400,7 @@ struct Pair {
     client: Client,
 }
 
-fn setup() -> Option<Pair> {
+fn setup(t0: i64, n: usize, models: &[&str; 2]) -> Option<Pair> {
     if !tools_present() {
         let msg = "prometheus and promtool (Debian package `prometheus`, 2.42) are not on PATH";
         if std::env::var("CI").map(|v| v == "true").unwrap_or(false) {
@@ -402,7 +411,7 @@ fn setup() -> Option<Pair> {
     }
     let dir = tempfile::tempdir().unwrap();
     let om = dir.path().join("history.om");
-    std::fs::write(&om, gen_openmetrics()).unwrap();
+    std::fs::write(&om, gen_openmetrics(t0, n, models)).unwrap();
 
     // Prometheus side
     let pdata = dir.path().join("prom");
@@ -604,7 +613,6 @@ fn own_queries() -> Vec<String> {
         "rate(vllm:generation_tokens_total[5m]) / rate(vllm:prompt_tokens_total[5m])",
         "sum by (instance) (rate(vllm:request_success_total[5m])) / on(instance) rate(vllm:prompt_tokens_total[5m])",
         "rate(vllm:request_success_total[5m]) / ignoring(finished_reason) group_left rate(vllm:prompt_tokens_total[5m])",
-        "rate(vllm:prompt_tokens_total[5m]) * on(instance) group_right(finished_reason) rate(vllm:request_success_total[5m])",
         "vllm:num_requests_running / ignoring(job) vllm:num_requests_waiting",
         "vllm:num_requests_running > vllm:num_requests_waiting",
         "vllm:num_requests_running > bool vllm:num_requests_waiting",
@@ -626,7 +634,15 @@ fn own_queries() -> Vec<String> {
         "max_over_time(rate(vllm:generation_tokens_total[5m])[30m:1m])",
         "deriv(sum(vllm:num_requests_running)[30m:1m])",
         "max_over_time(vllm:num_requests_running[10m:])",
+        // both refuse these two (error path: same errorType on both sides)
         "rate(vllm:prompt_tokens_total[5m]) @ 1700007237",
+        "rate(vllm:prompt_tokens_total[5m]) * on(instance) group_right(finished_reason) rate(vllm:request_success_total[5m])",
+        "rate(vllm:prompt_tokens_total[5m] @ 1700007237)",
+        "vllm:num_requests_running @ start()",
+        "sum(rate(vllm:generation_tokens_total[5m] @ end()))",
+        "rate(vllm:prompt_tokens_total[5m]) * on(instance) group_right rate(vllm:request_success_total[5m])",
+        "sum by (model_name) (rate(vllm:request_success_total{finished_reason=~\"stop|length\"}[5m]))",
+        "vllm:num_requests_running{instance!=\"10.0.0.1:8000\", model_name!~\"qwen.*\"}",
         "topk by (model_name) (1, rate(vllm:generation_tokens_total[5m]))",
         "topk(1, sum by (instance) (rate(vllm:generation_tokens_total[5m])))",
         "sum(rate(vllm:prefix_cache_hits_total[5m])) / (sum(rate(vllm:prefix_cache_queries_total[5m])) > 0)",
@@ -785,7 +801,9 @@ fn secs(t: i64) -> String {
 
 #[test]
 fn differential_against_prometheus() {
-    let Some(p) = setup() else { return };
+    let Some(p) = setup(T0, N, &MODELS) else {
+        return;
+    };
     let mut queries = own_queries();
     let own = queries.len();
     queries.extend(dashboard_queries());
@@ -800,6 +818,7 @@ fn differential_against_prometheus() {
     let mut total = 0;
     let mut matched = 0;
     let mut both_errors = 0;
+    let mut empty = 0;
     let mut mismatches = Vec::new();
     for (i, q) in queries.iter().enumerate() {
         let t = eval_time(i);
@@ -820,6 +839,14 @@ fn differential_against_prometheus() {
             total += 1;
             if a.1.contains("\"status\":\"error\"") && b.1.contains("\"status\":\"error\"") {
                 both_errors += 1;
+                eprintln!(
+                    "refused by both: [{kind}] {q}\n  prometheus: {}\n  inferdb: {}",
+                    short(&a.1),
+                    short(&b.1)
+                );
+            }
+            if a.1.contains("\"result\":[]") {
+                empty += 1;
             }
             match compare(q, kind == "range", &a, &b) {
                 Ok(()) => matched += 1,
@@ -839,9 +866,11 @@ fn differential_against_prometheus() {
         }
     }
     eprintln!(
-        "differential: {total} queries, {matched} matched ({} distinct expressions, instant and range; {both_errors} refused by both)",
+        "differential: {total} queries, {matched} matched ({} distinct expressions, instant and range; {both_errors} refused by both, {empty} empty on Prometheus)",
         queries.len()
     );
+    // the comparison is not vacuous: most queries return data
+    assert!(empty * 3 < total, "{empty} of {total} results are empty");
     for m in &mismatches {
         eprintln!("MISMATCH {m}\n");
     }
@@ -857,4 +886,167 @@ fn differential_against_prometheus() {
         &[("query", "count(up)".into()), ("time", secs(eval_time(0)))],
     );
     assert!(body.contains("\"3\""), "{body}");
+}
+
+/// The Grafana corpus' times fall in 2025-07-31T18:00Z .. 2025-08-01T00:01Z (with a 6 h `rate`
+/// window at the end); this history starts 2 h earlier, at 2025-07-31T16:00:00Z, and runs
+/// 8 h 5 min, so no window reaches before the first sample.
+const GRAFANA_T0: i64 = 1_753_977_600_000;
+const GRAFANA_N: usize = 1940;
+const GRAFANA_MODELS: [&str; 2] = [
+    "meta-llama/Llama-3.1-8B-Instruct",
+    "Qwen/Qwen2.5-7B-Instruct",
+];
+
+/// Compares the `data` of two answers from the metadata endpoints: series lists compared as
+/// sets (Prometheus leaves their order unspecified), label name and value lists exactly (sorted
+/// by both).
+fn compare_meta(path: &str, a: &(u16, String), b: &(u16, String)) -> Result<(), String> {
+    let pa: Value = serde_json::from_str(&a.1).map_err(|e| format!("prometheus body: {e}"))?;
+    let pb: Value = serde_json::from_str(&b.1).map_err(|e| format!("inferdb body: {e}"))?;
+    if pa["status"] != pb["status"] {
+        return Err("status differs".into());
+    }
+    if pa["status"] != "success" {
+        return if pa["errorType"] == pb["errorType"] {
+            Ok(())
+        } else {
+            Err("errorType differs".into())
+        };
+    }
+    if path == "/api/v1/series" {
+        let set = |v: &Value| -> Vec<String> {
+            let mut s: Vec<String> = v["data"]
+                .as_array()
+                .map(|a| a.iter().map(|x| x.to_string()).collect())
+                .unwrap_or_default();
+            s.sort();
+            s
+        };
+        return if set(&pa) == set(&pb) {
+            Ok(())
+        } else {
+            Err("series sets differ".into())
+        };
+    }
+    if pa["data"] == pb["data"] {
+        Ok(())
+    } else {
+        Err("data differs".into())
+    }
+}
+
+#[test]
+fn grafana_requests_against_prometheus() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/spec/grafana-requests.jsonl");
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        eprintln!("SKIPPED: {} not found", path.display());
+        return;
+    };
+    let Some(p) = setup(GRAFANA_T0, GRAFANA_N, &GRAFANA_MODELS) else {
+        return;
+    };
+    let data_paths = [
+        "/api/v1/query",
+        "/api/v1/query_range",
+        "/api/v1/series",
+        "/api/v1/labels",
+    ];
+    let mut total = 0;
+    let mut matched = 0;
+    let mut with_data = 0;
+    let mut mismatches = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let Ok(r) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        let rpath = r["path"].as_str().unwrap_or_default();
+        if !(data_paths.contains(&rpath) || rpath.starts_with("/api/v1/label/")) {
+            continue; // not a data query (buildinfo, rules, metadata, exemplars)
+        }
+        let params = r
+            .get("params")
+            .or_else(|| r.get("form"))
+            .and_then(|v| v.as_object())
+            .cloned()
+            .unwrap_or_default();
+        let pairs: Vec<(String, String)> = params
+            .iter()
+            .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+            .collect();
+        let enc = form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .finish();
+        let method = r["method"].as_str().unwrap_or("GET");
+        let ask = |base: &str| {
+            if method == "POST" {
+                p.client.send(
+                    p.client
+                        .http
+                        .post(format!("{base}{rpath}"))
+                        .header("Content-Type", "application/x-www-form-urlencoded")
+                        .body(enc.clone()),
+                )
+            } else {
+                p.client
+                    .send(p.client.http.get(format!("{base}{rpath}?{enc}")))
+            }
+        };
+        let a = ask(&p.prom);
+        let b = ask(&p.idb);
+        total += 1;
+        if a.0 == 200 && !a.1.contains("\"result\":[]") && !a.1.contains("\"data\":[]") {
+            with_data += 1;
+        }
+        let query = params
+            .get("query")
+            .and_then(|v| v.as_str())
+            .unwrap_or_default();
+        let res = if rpath == "/api/v1/query" || rpath == "/api/v1/query_range" {
+            compare(query, rpath.ends_with("range"), &a, &b).and_then(|()| {
+                // both refused: the same error type
+                let ea = serde_json::from_str::<Value>(&a.1)
+                    .ok()
+                    .map(|v| v["errorType"].clone());
+                let eb = serde_json::from_str::<Value>(&b.1)
+                    .ok()
+                    .map(|v| v["errorType"].clone());
+                if ea == eb {
+                    Ok(())
+                } else {
+                    Err("errorType differs".into())
+                }
+            })
+        } else {
+            compare_meta(rpath, &a, &b)
+        };
+        match res {
+            Ok(()) => matched += 1,
+            Err(why) => mismatches.push(format!(
+                "line {}: {method} {rpath} {enc}\n  why: {why}\n  prometheus ({}): {}\n  inferdb ({}): {}",
+                n + 1,
+                a.0,
+                short(&a.1),
+                b.0,
+                short(&b.1)
+            )),
+        }
+    }
+    eprintln!(
+        "differential (Grafana requests): {total} requests, {matched} matched, {with_data} with data"
+    );
+    for m in &mismatches {
+        eprintln!("MISMATCH {m}\n");
+    }
+    assert!(total >= 40, "only {total} data requests in the corpus");
+    assert!(
+        with_data * 2 > total,
+        "{with_data} of {total} answers hold data"
+    );
+    assert!(
+        mismatches.is_empty(),
+        "{} of {total} Grafana requests differ from Prometheus:\n{}",
+        mismatches.len(),
+        mismatches.join("\n\n")
+    );
 }
