@@ -325,12 +325,14 @@ pub fn render_dcgm_page(
     out
 }
 
-/// Samples one device forever at `opts.interval`; stops with `shutdown`.
+type SeriesKey = (F, Vec<(String, String)>);
+
+/// The series of one device across reads.
 struct DeviceLoop {
     info: DeviceInfo,
     base: Labels,
     up: Arc<SeriesHandle>,
-    series: BTreeMap<(F, Vec<(String, String)>), Arc<SeriesHandle>>,
+    series: BTreeMap<SeriesKey, Arc<SeriesHandle>>,
     live: Vec<Arc<SeriesHandle>>,
 }
 

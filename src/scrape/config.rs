@@ -608,7 +608,7 @@ impl Config {
                 "global scrape timeout greater than scrape interval".into(),
             ));
         }
-        for (k, _) in &g.external_labels {
+        for k in g.external_labels.keys() {
             if !valid_label_name(k) {
                 return Err(ConfigError::Invalid(format!(
                     "{k:?} is not a valid label name in external_labels"

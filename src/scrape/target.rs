@@ -165,9 +165,9 @@ pub fn read_file_sd(files: &[String]) -> (Vec<TargetGroup>, Vec<String>) {
 
 fn fmt_duration(d: Duration) -> String {
     let ms = d.as_millis();
-    if ms % 1000 != 0 {
+    if !ms.is_multiple_of(1000) {
         format!("{ms}ms")
-    } else if ms % 60_000 != 0 || ms == 0 {
+    } else if !ms.is_multiple_of(60_000) || ms == 0 {
         format!("{}s", ms / 1000)
     } else {
         format!("{}m", ms / 60_000)

@@ -735,11 +735,7 @@ fn py_repr(d: f64) -> String {
         let e = format!("{d:e}");
         let (m, x) = e.split_once('e').unwrap_or((&e, "0"));
         let x: i32 = x.parse().unwrap_or(0);
-        let m = if m.contains('.') {
-            m.to_string()
-        } else {
-            m.to_string()
-        };
+
         let sign = if x < 0 { '-' } else { '+' };
         return format!("{m}e{sign}{:02}", x.abs());
     }
@@ -846,9 +842,7 @@ mod tests {
             }
         }
         let cnt = sat[&key("vllm:e2e_request_latency_seconds_count")];
-        let inf = sat[&format!(
-            "vllm:e2e_request_latency_seconds_bucket{{engine=\"0\",le=\"+Inf\",model_name=\"meta-llama/Llama-3.1-8B-Instruct\"}}"
-        )];
+        let inf = sat["vllm:e2e_request_latency_seconds_bucket{engine=\"0\",le=\"+Inf\",model_name=\"meta-llama/Llama-3.1-8B-Instruct\"}"];
         assert_eq!(cnt, inf);
         let succ: f64 = sat
             .iter()
