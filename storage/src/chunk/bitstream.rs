@@ -243,6 +243,11 @@ pub(crate) struct Rice {
 }
 
 impl Rice {
+    /// A coder that starts as if the recent residuals averaged `mean`.
+    pub(crate) const fn with_mean(mean: u32) -> Self {
+        Rice { m: mean << 4 }
+    }
+
     #[inline]
     fn k(&self) -> u32 {
         32 - (self.m >> 4).leading_zeros()
@@ -334,7 +339,7 @@ impl Rice {
 /// Trailing zeros are one final run. Writing needs to know each run's length when it starts
 /// ([`encode_at`](Sparse::encode_at)); [`StreamCost`] gives the same bit count without
 /// look-ahead.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct Sparse {
     run: Rice,
     val: Rice,
@@ -342,6 +347,22 @@ pub(crate) struct Sparse {
     zeros: u32,
     /// A run was coded and its non-zero residual is next.
     expect_value: bool,
+}
+
+/// Initial mean run length of the run-length coder (sets its first Rice parameter).
+const SPARSE_RUN_MEAN: u32 = 32;
+/// Initial mean non-zero residual of the run-length coder.
+const SPARSE_VAL_MEAN: u32 = 8;
+
+impl Default for Sparse {
+    fn default() -> Self {
+        Sparse {
+            run: Rice::with_mean(SPARSE_RUN_MEAN),
+            val: Rice::with_mean(SPARSE_VAL_MEAN),
+            zeros: 0,
+            expect_value: false,
+        }
+    }
 }
 
 impl Sparse {
@@ -430,6 +451,8 @@ impl StreamCost {
     /// A fresh tracker.
     pub(crate) fn new() -> Self {
         StreamCost {
+            run: Rice::with_mean(SPARSE_RUN_MEAN),
+            val: Rice::with_mean(SPARSE_VAL_MEAN),
             all_zero: true,
             ..Default::default()
         }
