@@ -323,7 +323,7 @@ fn parse_all(files: &[PathBuf], opts: &ImportOptions) -> Result<Parsed, ImportEr
             };
             let off = s.series_text.as_ptr() as usize - base;
             if let Some(pb) = &pb {
-                if n % 65536 == 0 {
+                if n & 0xffff == 0 {
                     pb.set_position(off as u64);
                 }
             }
