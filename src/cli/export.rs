@@ -9,6 +9,9 @@ use crate::export::{export, ExportFormat, ExportOptions, Partition};
 
 /// `inferdb export ...`
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  inferdb export parquet --match '{__name__=~\"vllm:.*\"}' --start -24h --out ./vllm\n  inferdb export csv --match vllm:num_requests_running --start -1h --out -"
+)]
 pub struct ExportArgs {
     /// The output format.
     #[command(subcommand)]

@@ -8,6 +8,7 @@ use crate::scrape::exposition::Format;
 
 /// `inferdb import ...`
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Example:\n  inferdb import openmetrics --data-dir ./data history.om")]
 pub struct ImportArgs {
     /// What to import.
     #[command(subcommand)]

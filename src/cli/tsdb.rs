@@ -11,6 +11,9 @@ use inferdb_storage::{Db, Options};
 
 /// `inferdb tsdb ...`
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  inferdb tsdb stats --data-dir ./data\n  inferdb tsdb check --data-dir ./data"
+)]
 pub struct TsdbArgs {
     /// What to do.
     #[command(subcommand)]
