@@ -63,7 +63,7 @@ fn group_key(metric: &Labels, grouping: &[String], without: bool) -> u64 {
 
 #[derive(Default)]
 struct Group {
-    labels: Labels,
+    labels: super::Metric,
     value: f64,
     mean: f64,
     kahan_c: f64,
@@ -178,13 +178,44 @@ pub(crate) fn eval_aggregate(
                     param_pos,
                 );
             }
-            simple_aggregate(op, q, input, &grouping, a.without, ts)
+            let node = a as *const AggregateExpr as usize;
+            let without = a.without;
+            simple_aggregate_by(op, q, input, ts, &mut |m| {
+                cached_group(ev, node, m, &grouping, without)
+            })
         }
     };
     ev.add_samples(out.len())?;
     Ok(Val::Vector(out))
 }
 
+/// The group key and output labels of an input series, memoized per aggregation node and
+/// input labels (series keep their labels' allocation from step to step, so a range query
+/// hashes and copies each series' grouping labels once instead of at every step, and the
+/// groups keep one labels allocation across steps).
+fn cached_group(
+    ev: &mut Evaluator<'_>,
+    node: usize,
+    metric: &super::Metric,
+    grouping: &[String],
+    without: bool,
+) -> (u64, super::Metric) {
+    let k = (node, std::sync::Arc::as_ptr(metric) as usize);
+    if let Some((_, key, labels)) = ev.group_cache.get(&k) {
+        return (*key, labels.clone());
+    }
+    let key = group_key(metric, grouping, without);
+    let labels: super::Metric = group_labels(metric, grouping, without).into();
+    if ev.group_cache.len() >= 100_000 {
+        ev.group_cache.clear();
+    }
+    // The entry holds the input labels, so their address is not reused while cached.
+    ev.group_cache
+        .insert(k, (metric.clone(), key, labels.clone()));
+    (key, labels)
+}
+
+#[cfg(test)]
 fn simple_aggregate(
     op: AggregateOp,
     q: f64,
@@ -193,17 +224,34 @@ fn simple_aggregate(
     without: bool,
     ts: i64,
 ) -> Vector {
+    simple_aggregate_by(op, q, input, ts, &mut |m| {
+        (
+            group_key(m, grouping, without),
+            group_labels(m, grouping, without).into(),
+        )
+    })
+}
+
+/// `sum avg min max count group stddev stdvar quantile`; `group_of` gives a series' group key
+/// and output labels.
+fn simple_aggregate_by(
+    op: AggregateOp,
+    q: f64,
+    input: Vector,
+    ts: i64,
+    group_of: &mut dyn FnMut(&super::Metric) -> (u64, super::Metric),
+) -> Vector {
     let mut index: HashMap<u64, usize> = HashMap::new();
     let mut groups: Vec<Group> = Vec::new();
     for s in input {
-        let key = group_key(&s.metric, grouping, without);
+        let (key, labels) = group_of(&s.metric);
         let f = s.f;
         let gi = match index.get(&key) {
             Some(&i) => i,
             None => {
                 index.insert(key, groups.len());
                 let mut g = Group {
-                    labels: group_labels(&s.metric, grouping, without),
+                    labels,
                     value: f,
                     mean: f,
                     count: 1.0,
@@ -290,7 +338,7 @@ fn simple_aggregate(
                 _ => g.value,
             };
             Sample {
-                metric: g.labels.into(),
+                metric: g.labels,
                 t: ts,
                 f: v,
                 drop_name: g.drop_name,

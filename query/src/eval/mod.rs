@@ -126,6 +126,9 @@ pub(crate) struct Evaluator<'a> {
     /// Whether the current evaluation spans several steps (a range query, or inside a
     /// subquery of several steps), as Prometheus' evaluator sees it.
     pub(crate) multi_step: bool,
+    /// Memo of aggregation groups: (aggregation node, input labels' address) -> (input
+    /// labels, group key, group labels).
+    pub(crate) group_cache: HashMap<(usize, usize), (Metric, u64, Metric)>,
 }
 
 impl<'a> Evaluator<'a> {
@@ -150,6 +153,7 @@ impl<'a> Evaluator<'a> {
             cur_samples: 0,
             subq_cache: HashMap::new(),
             multi_step: start != end,
+            group_cache: HashMap::new(),
         }
     }
 
@@ -428,6 +432,7 @@ impl<'a> Evaluator<'a> {
             cur_samples: 0,
             subq_cache: HashMap::new(),
             multi_step: self.multi_step,
+            group_cache: HashMap::new(),
         }
     }
 
