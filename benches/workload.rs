@@ -833,7 +833,7 @@ fn gen_vllm(cfg: &Config, load: &Load, series: &mut Vec<Series>, targets: &mut V
                     _ => {}
                 }
             }
-            rss = rss * 0.8;
+            rss *= 0.8;
         }
         was_up = true;
         // the interval since the last scrape

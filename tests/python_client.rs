@@ -43,10 +43,8 @@ def check(cond, what):
 
 for method in ("GET", "POST"):
     prom = PrometheusConnect(url=url, disable_ssl=True, method=method)
-    # check_prometheus_connection() is GET / (Prometheus answers with a redirect to its UI);
-    # reported, not required, until inferdb serves "/"
-    if not prom.check_prometheus_connection():
-        print("NOTE: check_prometheus_connection() is False: GET / is not answered with 2xx/3xx")
+    # check_prometheus_connection() is GET / (Prometheus answers with a redirect to its UI)
+    check(prom.check_prometheus_connection(), f"{method} check_prometheus_connection")
 
     # instant query: a counter's rate per model
     q = "sum by (model_name) (rate(vllm:generation_tokens_total[5m]))"
