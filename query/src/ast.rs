@@ -49,7 +49,8 @@ impl Expr {
             ExprKind::Paren(e) => e.value_type(),
             ExprKind::Unary(_, e) => e.value_type(),
             ExprKind::Binary(b) => {
-                if b.lhs.value_type() == ValueType::Scalar && b.rhs.value_type() == ValueType::Scalar
+                if b.lhs.value_type() == ValueType::Scalar
+                    && b.rhs.value_type() == ValueType::Scalar
                 {
                     ValueType::Scalar
                 } else {
@@ -417,7 +418,10 @@ impl AggregateOp {
     /// Whether the operator takes a parameter before the vector.
     pub fn has_param(self) -> bool {
         use AggregateOp::*;
-        matches!(self, Topk | Bottomk | Quantile | CountValues | Limitk | LimitRatio)
+        matches!(
+            self,
+            Topk | Bottomk | Quantile | CountValues | Limitk | LimitRatio
+        )
     }
 }
 

@@ -4,14 +4,14 @@
 #![warn(missing_docs)]
 
 pub mod ast;
+pub mod engine;
+pub mod eval;
 pub mod functions_meta;
 pub mod parser;
 pub mod printer;
-pub mod engine;
-pub mod eval;
 pub mod storage;
 pub mod value;
 
 pub use engine::{Engine, EngineOptions, QueryError, QueryResult};
-pub use value::Value;
 pub use parser::parse;
+pub use value::Value;

@@ -141,7 +141,13 @@ impl Labels {
     pub fn stable_hash(&self) -> u64 {
         let mut h: u64 = 0xcbf29ce484222325;
         for l in &self.0 {
-            for b in l.name.bytes().chain([0xff]).chain(l.value.bytes()).chain([0xff]) {
+            for b in l
+                .name
+                .bytes()
+                .chain([0xff])
+                .chain(l.value.bytes())
+                .chain([0xff])
+            {
                 h ^= b as u64;
                 h = h.wrapping_mul(0x100000001b3);
             }

@@ -59,9 +59,9 @@ pub mod querier;
 pub mod retention;
 pub mod wal;
 
+pub use db::{Appender, BlockBuilder, Db, Options, SeriesRef};
 pub use error::{Error, Result};
 pub use labels::{Label, Labels};
-pub use db::{Appender, BlockBuilder, Db, Options, SeriesRef};
 pub use matcher::{MatchOp, Matcher};
 pub use querier::{Querier, Series, SeriesIter};
 

@@ -51,7 +51,11 @@ impl Eq for Matcher {}
 
 impl Matcher {
     /// Builds a matcher; regexes are compiled fully anchored (`^(?s:...)$`) as Prometheus does.
-    pub fn new(op: MatchOp, name: impl Into<String>, value: impl Into<String>) -> Result<Self, Error> {
+    pub fn new(
+        op: MatchOp,
+        name: impl Into<String>,
+        value: impl Into<String>,
+    ) -> Result<Self, Error> {
         let value = value.into();
         let re = match op {
             MatchOp::RegexMatch | MatchOp::RegexNoMatch => Some(
