@@ -83,7 +83,10 @@ fn make_loop(cfg: &Config, sink: Arc<dyn SampleSink>) -> Vec<ScrapeLoop> {
     v
 }
 
-fn page_values(page: &str) -> Vec<(String, Vec<(String, String)>, f64)> {
+/// One sample of a page: metric name, label pairs, value.
+type PageSample = (String, Vec<(String, String)>, f64);
+
+fn page_values(page: &str) -> Vec<PageSample> {
     exposition::parse(page, Format::PromText)
         .filter_map(|e| match e.unwrap() {
             Entry::Sample(s) => Some((
