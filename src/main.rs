@@ -56,6 +56,15 @@ fn main() -> ExitCode {
     };
     match res {
         Ok(code) => code,
+        // `inferdb query ... | head`: the reader went away; like other Unix tools, stop quietly.
+        Err(e)
+            if e.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            }) =>
+        {
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             eprintln!("inferdb: {e:#}");
             ExitCode::FAILURE

@@ -115,7 +115,15 @@ pub fn stats(dir: &Path, n: usize) -> Result<TsdbStats, inferdb_storage::Error> 
     st.head_series = ds.head_series;
     st.head_min_time = ds.head_min_time;
     st.head_max_time = ds.head_max_time;
-    st.head_samples = db.open_stats().wal.samples;
+    // The head's own chunks (a clean close checkpoints chunks, not sample records, so the
+    // WAL replay count would miss them).
+    st.head_samples = db
+        .head()
+        .chunks_in_range_iter(i64::MIN, i64::MAX)
+        .flat_map(|(_, cs)| cs)
+        .filter_map(|c| inferdb_storage::chunk::meta(&c).ok())
+        .map(|m| u64::from(m.num_samples))
+        .sum();
     st.samples = st.block_samples + st.head_samples;
     let q = db.querier(i64::MIN, i64::MAX)?;
     let all = q.series(&[])?;
