@@ -208,8 +208,8 @@ impl Queryable for inferdb_storage::Db {
                 points.push(first);
                 points.extend(it.by_ref().take_while(|p| p.0 <= maxt));
             }
-            if let Some(e) = it.err() {
-                return Err(StorageError::Storage(clone_err(e)));
+            if let Some(e) = it.take_err() {
+                return Err(StorageError::Storage(e));
             }
             if points.is_empty() {
                 continue;
@@ -220,23 +220,6 @@ impl Queryable for inferdb_storage::Db {
             });
         }
         Ok(out)
-    }
-}
-
-fn clone_err(e: &inferdb_storage::Error) -> inferdb_storage::Error {
-    match e {
-        inferdb_storage::Error::Corrupt {
-            what,
-            path,
-            offset,
-            reason,
-        } => inferdb_storage::Error::Corrupt {
-            what,
-            path: path.clone(),
-            offset: *offset,
-            reason: reason.clone(),
-        },
-        other => inferdb_storage::Error::corrupt("chunk", "", 0, other.to_string()),
     }
 }
 

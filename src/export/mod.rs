@@ -295,28 +295,11 @@ fn copy_series(
             break;
         }
     }
-    if let Some(e) = it.err() {
-        return Err(ExportError::Storage(relabel(e)));
+    if let Some(e) = it.take_err() {
+        return Err(ExportError::Storage(e));
     }
     f.rows += n;
     Ok(n)
-}
-
-fn relabel(e: &inferdb_storage::Error) -> inferdb_storage::Error {
-    match e {
-        inferdb_storage::Error::Corrupt {
-            what,
-            path,
-            offset,
-            reason,
-        } => inferdb_storage::Error::Corrupt {
-            what,
-            path: path.clone(),
-            offset: *offset,
-            reason: reason.clone(),
-        },
-        other => inferdb_storage::Error::corrupt("chunk", "", 0, other.to_string()),
-    }
 }
 
 /// The series of metric `name` matching any selector, sorted by labels, each once.

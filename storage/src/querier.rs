@@ -257,6 +257,11 @@ impl<'a> SeriesIter<'a> {
         self.err.as_ref()
     }
 
+    /// Takes the error that ended iteration early, so callers can return it by value.
+    pub fn take_err(&mut self) -> Option<Error> {
+        self.err.take()
+    }
+
     /// Advances to the first sample at or after `t` and returns it.
     pub fn seek(&mut self, t: i64) -> Option<(i64, f64)> {
         if let Some(m) = &mut self.merged {
