@@ -10,5 +10,6 @@ pub mod cli;
 pub mod export;
 pub mod gpu;
 pub mod import;
+pub mod remote;
 pub mod scrape;
 pub mod sim;
