@@ -13,6 +13,7 @@
 //! later segments are deleted. Corruption is never fatal.
 
 pub mod record;
+pub mod watch;
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
