@@ -20,7 +20,7 @@ fn unwrap_paren(mut e: &Expr) -> &Expr {
 }
 
 /// The grouping key and output labels of a series.
-fn group_labels(metric: &Labels, grouping: &[String], without: bool) -> Labels {
+pub(crate) fn group_labels(metric: &Labels, grouping: &[String], without: bool) -> Labels {
     if without {
         Labels::from_sorted_unchecked(
             metric
@@ -43,7 +43,7 @@ fn group_labels(metric: &Labels, grouping: &[String], without: bool) -> Labels {
 }
 
 /// A hash of the labels that decide a series' group (as Prometheus groups by a hash).
-fn group_key(metric: &Labels, grouping: &[String], without: bool) -> u64 {
+pub(crate) fn group_key(metric: &Labels, grouping: &[String], without: bool) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     for l in metric.iter() {
@@ -61,14 +61,106 @@ fn group_key(metric: &Labels, grouping: &[String], without: bool) -> u64 {
     h.finish()
 }
 
-#[derive(Default)]
-struct Group {
-    labels: super::Metric,
+/// The running state of one group of `sum avg min max count group stddev stdvar` (the
+/// same arithmetic whether a step's vector or a column of steps is aggregated).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Acc {
     value: f64,
     mean: f64,
     kahan_c: f64,
     count: f64,
     incremental_mean: bool,
+}
+
+impl Acc {
+    /// The state after a group's first value `f`.
+    pub(crate) fn first(op: AggregateOp, f: f64) -> Acc {
+        let mut g = Acc {
+            value: f,
+            mean: f,
+            count: 1.0,
+            ..Default::default()
+        };
+        match op {
+            AggregateOp::Stdvar | AggregateOp::Stddev => {
+                g.value = if f.is_nan() || f.is_infinite() {
+                    f64::NAN
+                } else {
+                    0.0
+                };
+            }
+            AggregateOp::Group => g.value = 1.0,
+            _ => {}
+        }
+        g
+    }
+
+    /// Adds the group's next value `f`.
+    #[inline]
+    pub(crate) fn add(&mut self, op: AggregateOp, f: f64) {
+        let g = self;
+        match op {
+            AggregateOp::Sum => {
+                let (v, c) = kahan_inc(f, g.value, g.kahan_c);
+                g.value = v;
+                g.kahan_c = c;
+            }
+            AggregateOp::Avg => {
+                g.count += 1.0;
+                if !g.incremental_mean {
+                    let (v, c) = kahan_inc(f, g.value, g.kahan_c);
+                    if !v.is_infinite() {
+                        g.value = v;
+                        g.kahan_c = c;
+                        return;
+                    }
+                    g.incremental_mean = true;
+                    g.mean = g.value / (g.count - 1.0);
+                    g.kahan_c /= g.count - 1.0;
+                }
+                let qq = (g.count - 1.0) / g.count;
+                let (m, c) = kahan_inc(f / g.count, qq * g.mean, qq * g.kahan_c);
+                g.mean = m;
+                g.kahan_c = c;
+            }
+            AggregateOp::Group => {}
+            AggregateOp::Max if g.value < f || g.value.is_nan() => g.value = f,
+            AggregateOp::Min if g.value > f || g.value.is_nan() => g.value = f,
+            AggregateOp::Count => g.count += 1.0,
+            AggregateOp::Stdvar | AggregateOp::Stddev => {
+                g.count += 1.0;
+                let delta = f - g.mean;
+                g.mean += delta / g.count;
+                g.value += delta * (f - g.mean);
+            }
+            _ => {}
+        }
+    }
+
+    /// The group's result (not for `quantile`, which keeps its values).
+    pub(crate) fn finish(&self, op: AggregateOp) -> f64 {
+        let g = self;
+        match op {
+            AggregateOp::Avg => {
+                if g.incremental_mean {
+                    g.mean + g.kahan_c
+                } else {
+                    g.value / g.count + g.kahan_c / g.count
+                }
+            }
+            AggregateOp::Count => g.count,
+            AggregateOp::Stdvar => g.value / g.count,
+            AggregateOp::Stddev => (g.value / g.count).sqrt(),
+            AggregateOp::Sum => g.value + g.kahan_c,
+            _ => g.value,
+        }
+    }
+}
+
+#[derive(Default)]
+struct Group {
+    labels: super::Metric,
+    acc: Acc,
     drop_name: bool,
     values: Vec<f64>,
 }
@@ -252,23 +344,12 @@ fn simple_aggregate_by(
                 index.insert(key, groups.len());
                 let mut g = Group {
                     labels,
-                    value: f,
-                    mean: f,
-                    count: 1.0,
+                    acc: Acc::first(op, f),
                     drop_name: s.drop_name,
                     ..Default::default()
                 };
-                match op {
-                    AggregateOp::Stdvar | AggregateOp::Stddev => {
-                        g.value = if f.is_nan() || f.is_infinite() {
-                            f64::NAN
-                        } else {
-                            0.0
-                        };
-                    }
-                    AggregateOp::Quantile => g.values.push(f),
-                    AggregateOp::Group => g.value = 1.0,
-                    _ => {}
+                if op == AggregateOp::Quantile {
+                    g.values.push(f);
                 }
                 groups.push(g);
                 continue;
@@ -278,64 +359,21 @@ fn simple_aggregate_by(
         if s.drop_name {
             g.drop_name = true;
         }
-        match op {
-            AggregateOp::Sum => {
-                let (v, c) = kahan_inc(f, g.value, g.kahan_c);
-                g.value = v;
-                g.kahan_c = c;
-            }
-            AggregateOp::Avg => {
-                g.count += 1.0;
-                if !g.incremental_mean {
-                    let (v, c) = kahan_inc(f, g.value, g.kahan_c);
-                    if !v.is_infinite() {
-                        g.value = v;
-                        g.kahan_c = c;
-                        continue;
-                    }
-                    g.incremental_mean = true;
-                    g.mean = g.value / (g.count - 1.0);
-                    g.kahan_c /= g.count - 1.0;
-                }
-                let qq = (g.count - 1.0) / g.count;
-                let (m, c) = kahan_inc(f / g.count, qq * g.mean, qq * g.kahan_c);
-                g.mean = m;
-                g.kahan_c = c;
-            }
-            AggregateOp::Group => {}
-            AggregateOp::Max if g.value < f || g.value.is_nan() => g.value = f,
-            AggregateOp::Min if g.value > f || g.value.is_nan() => g.value = f,
-            AggregateOp::Count => g.count += 1.0,
-            AggregateOp::Stdvar | AggregateOp::Stddev => {
-                g.count += 1.0;
-                let delta = f - g.mean;
-                g.mean += delta / g.count;
-                g.value += delta * (f - g.mean);
-            }
-            AggregateOp::Quantile => g.values.push(f),
-            _ => {}
+        if op == AggregateOp::Quantile {
+            g.values.push(f);
+        } else {
+            g.acc.add(op, f);
         }
     }
     groups
         .into_iter()
         .map(|g| {
             let v = match op {
-                AggregateOp::Avg => {
-                    if g.incremental_mean {
-                        g.mean + g.kahan_c
-                    } else {
-                        g.value / g.count + g.kahan_c / g.count
-                    }
-                }
-                AggregateOp::Count => g.count,
-                AggregateOp::Stdvar => g.value / g.count,
-                AggregateOp::Stddev => (g.value / g.count).sqrt(),
                 AggregateOp::Quantile => {
                     let mut vals = g.values;
                     quantile(q, &mut vals)
                 }
-                AggregateOp::Sum => g.value + g.kahan_c,
-                _ => g.value,
+                _ => g.acc.finish(op),
             };
             Sample {
                 metric: g.labels,

@@ -66,7 +66,7 @@ pub(crate) fn eval_binary(
     }
 }
 
-fn btos(b: bool) -> f64 {
+pub(crate) fn btos(b: bool) -> f64 {
     if b {
         1.0
     } else {
@@ -101,7 +101,7 @@ pub(crate) fn scalar_binop(op: BinaryOp, l: f64, r: f64) -> f64 {
 }
 
 /// A binary operation between two vector elements: the value and whether to keep it.
-fn elem_binop(op: BinaryOp, l: f64, r: f64) -> (f64, bool) {
+pub(crate) fn elem_binop(op: BinaryOp, l: f64, r: f64) -> (f64, bool) {
     use BinaryOp::*;
     match op {
         Add => (l + r, true),
@@ -121,7 +121,7 @@ fn elem_binop(op: BinaryOp, l: f64, r: f64) -> (f64, bool) {
     }
 }
 
-fn changes_metric_schema(op: BinaryOp) -> bool {
+pub(crate) fn changes_metric_schema(op: BinaryOp) -> bool {
     use BinaryOp::*;
     matches!(op, Add | Sub | Mul | Div | Pow | Mod | Atan2)
 }
@@ -159,7 +159,7 @@ fn vector_scalar_binop(
 
 /// The join signature of a label set: a hash of the `on` labels, or of all but the
 /// `ignoring` labels and the metric name.
-fn signature(l: &Labels, m: &VectorMatching) -> u64 {
+pub(crate) fn signature(l: &Labels, m: &VectorMatching) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     for lab in l.iter() {
@@ -228,7 +228,12 @@ fn vector_unless(lhs: Vector, rhs: Vector, m: &VectorMatching) -> Vector {
         .collect()
 }
 
-fn result_metric(lhs: &Labels, rhs: &Labels, op: BinaryOp, m: &VectorMatching) -> Labels {
+pub(crate) fn result_metric(
+    lhs: &Labels,
+    rhs: &Labels,
+    op: BinaryOp,
+    m: &VectorMatching,
+) -> Labels {
     let base = if changes_metric_schema(op) {
         drop_metadata(lhs)
     } else {

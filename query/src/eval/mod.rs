@@ -7,6 +7,7 @@
 pub(crate) mod aggregate;
 pub(crate) mod binary;
 pub mod functions;
+pub(crate) mod range;
 pub(crate) mod selector;
 
 use std::collections::HashMap;
@@ -180,6 +181,13 @@ impl<'a> Evaluator<'a> {
             }
         }
         Ok(())
+    }
+
+    /// Checks the timeout and cancellation now (for loops that do a lot of work between
+    /// checks, such as the column-wise evaluation of a whole series).
+    pub(crate) fn check_limits_now(&mut self) -> EvalResult<()> {
+        self.ticks = 63;
+        self.check_limits()
     }
 
     /// Accounts `n` more samples held in memory for the current step.
@@ -509,6 +517,9 @@ impl<'a> Evaluator<'a> {
 
     /// Evaluates the steps `from, from + interval, ... <= to`; series in first-seen order.
     fn range_steps(&mut self, expr: &Expr, from: i64, to: i64) -> EvalResult<Matrix> {
+        if let Some(m) = range::try_range(self, expr, from, to)? {
+            return Ok(m);
+        }
         let mut index: HashMap<Metric, usize> = HashMap::new();
         let mut out: Matrix = Vec::new();
         let mut last_order: Vec<(Metric, bool, usize)> = Vec::new();

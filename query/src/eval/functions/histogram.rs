@@ -215,7 +215,7 @@ pub fn bucket_fraction(lower: f64, upper: f64, mut buckets: Vec<Bucket>) -> f64 
 }
 
 /// Go's `strconv.ParseFloat` for `le` values.
-fn parse_le(s: &str) -> Option<f64> {
+pub(crate) fn parse_le(s: &str) -> Option<f64> {
     if s.is_empty() || s.contains('_') {
         return None;
     }
@@ -229,25 +229,10 @@ fn group_buckets(ev: &mut Evaluator<'_>, v: Vector, pos: usize) -> Vec<(Labels, 
     for s in v {
         let le = s.metric.get("le").unwrap_or("");
         let Some(ub) = parse_le(le) else {
-            let mut msg = format!(
-                "bucket label \"le\" is missing or has a malformed value of {}",
-                go_quote(le)
-            );
-            if let Some(n) = s.metric.metric_name() {
-                msg.push_str(&format!(" for metric name {}", go_quote(n)));
-            }
-            ev.annos.warn(msg, Some(pos));
+            ev.annos.warn(bad_le_message(&s.metric), Some(pos));
             continue;
         };
-        let key = {
-            use std::hash::{Hash, Hasher};
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            for l in s.metric.iter().filter(|l| l.name != "le") {
-                l.name.hash(&mut h);
-                l.value.hash(&mut h);
-            }
-            h.finish()
-        };
+        let key = bucket_group_key(&s.metric);
         let i = match index.get(&key) {
             Some(&i) => i,
             None => {
@@ -280,11 +265,21 @@ fn monotonicity_info(
     pos: usize,
     ts: i64,
 ) {
+    ev.annos.add(monotonicity_annotation(metric, fix, pos, ts));
+}
+
+/// The info that `histogram_quantile` had to fix bucket counts of `metric` at `ts`.
+pub(crate) fn monotonicity_annotation(
+    metric: &Labels,
+    fix: &QuantileFix,
+    pos: usize,
+    ts: i64,
+) -> Annotation {
     let mut msg = "PromQL info: input to histogram_quantile needed to be fixed for monotonicity (see https://prometheus.io/docs/prometheus/latest/querying/functions/#histogram_quantile)".to_string();
     if let Some(n) = metric.metric_name() {
         msg.push_str(&format!(" for metric name {}", go_quote(n)));
     }
-    ev.annos.add(Annotation {
+    Annotation {
         kind: AnnotationKind::Info,
         message: msg,
         pos: Some(pos),
@@ -296,7 +291,31 @@ fn monotonicity_info(
             max_diff: fix.max_diff,
             count: 1,
         }),
-    });
+    }
+}
+
+/// The warning for a malformed or missing `le` of a bucket series.
+pub(crate) fn bad_le_message(metric: &Labels) -> String {
+    let le = metric.get("le").unwrap_or("");
+    let mut msg = format!(
+        "bucket label \"le\" is missing or has a malformed value of {}",
+        go_quote(le)
+    );
+    if let Some(n) = metric.metric_name() {
+        msg.push_str(&format!(" for metric name {}", go_quote(n)));
+    }
+    msg
+}
+
+/// The hash that groups bucket series: their labels without `le`.
+pub(crate) fn bucket_group_key(metric: &Labels) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for l in metric.iter().filter(|l| l.name != "le") {
+        l.name.hash(&mut h);
+        l.value.hash(&mut h);
+    }
+    h.finish()
 }
 
 /// `histogram_quantile(q, buckets)`.

@@ -104,7 +104,7 @@ fn absent_labels(e: &Expr) -> Labels {
     Labels::new(out)
 }
 
-const RATE_COUNTER_SUFFIXES: [&str; 4] = ["_total", "_sum", "_count", "_bucket"];
+pub(crate) const RATE_COUNTER_SUFFIXES: [&str; 4] = ["_total", "_sum", "_count", "_bucket"];
 
 pub(crate) fn eval_call(ev: &mut Evaluator<'_>, expr: &Expr, c: &Call, ts: i64) -> EvalResult<Val> {
     let name = c.func.as_str();
@@ -452,7 +452,7 @@ fn eval_matrix_call(
 }
 
 /// One range-vector function over one series' points in the window `(wstart, wend]`.
-fn matrix_function(
+pub(crate) fn matrix_function(
     name: &str,
     pts: &[FPoint],
     scalars: &[f64],

@@ -28,7 +28,35 @@ pub fn extrapolated_rate(
             }
         }
     }
-    let n_minus_one = (pts.len() - 1) as f64;
+    Some(extrapolate(
+        first,
+        last,
+        pts.len(),
+        result,
+        range_start,
+        range_end,
+        range_ms,
+        is_counter,
+        is_rate,
+    ))
+}
+
+/// The extrapolation of [`extrapolated_rate`] once the raw difference `result` (counter
+/// resets included) of the `n >= 2` points from `first` to `last` is known.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+pub fn extrapolate(
+    first: FPoint,
+    last: FPoint,
+    n: usize,
+    result: f64,
+    range_start: i64,
+    range_end: i64,
+    range_ms: i64,
+    is_counter: bool,
+    is_rate: bool,
+) -> f64 {
+    let n_minus_one = (n - 1) as f64;
     let mut duration_to_start = (first.t - range_start) as f64 / 1000.0;
     let mut duration_to_end = (range_end - last.t) as f64 / 1000.0;
     let sampled_interval = (last.t - first.t) as f64 / 1000.0;
@@ -56,7 +84,7 @@ pub fn extrapolated_rate(
     if is_rate {
         factor /= range_ms as f64 / 1000.0;
     }
-    Some(result * factor)
+    result * factor
 }
 
 /// `irate` (`is_rate`) or `idelta` from the last two points.

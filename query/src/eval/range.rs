@@ -1,0 +1,945 @@
+//! Range queries evaluated column by column instead of step by step.
+//!
+//! For the expressions dashboards send most — range functions over a selector, the simple
+//! aggregations, arithmetic and comparisons between vectors and scalars with one-to-one
+//! matching, `histogram_quantile` — a range query is evaluated per node over a block of
+//! steps at once: each series' window slides over its loaded points with two forward
+//! cursors, aggregations and binary operators work on one column of values per series,
+//! and labels (group keys, matching signatures, result labels, `le` parsing) are computed
+//! once per series instead of once per step.
+//!
+//! The arithmetic is the per-step evaluator's own (the same functions, applied to the
+//! same values in the same order), so results are bit-identical. Whenever the per-step
+//! evaluator might fail or diverge (an error such as duplicate label sets, many-to-many
+//! matching or the sample limit, or a shape not handled here) the column evaluation gives
+//! up and the caller evaluates step by step, which then produces the exact error.
+
+use std::collections::{HashMap, HashSet};
+
+use inferdb_storage::is_stale_nan;
+
+use super::aggregate::{group_key, group_labels, Acc};
+use super::binary::{
+    btos, changes_metric_schema, elem_binop, result_metric, scalar_binop, signature,
+};
+use super::functions::histogram::{
+    bad_le_message, bucket_group_key, bucket_quantile, monotonicity_annotation, parse_le, Bucket,
+};
+use super::functions::rate::{extrapolate, extrapolated_rate};
+use super::functions::{matrix_function, unwrap_paren, RATE_COUNTER_SUFFIXES};
+use super::{drop_metadata, EvalResult, Evaluator, Matrix, Metric, Series};
+use crate::ast::{
+    AggregateExpr, AggregateOp, BinaryExpr, Call, Cardinality, Expr, ExprKind, MatrixSelector,
+    UnaryOp, VectorMatching, VectorSelector,
+};
+use crate::value::{fmt_g, go_quote, Annotation, AnnotationKind, FPoint};
+
+/// Most steps evaluated in one block.
+const MAX_BLOCK_STEPS: usize = 2048;
+/// Most values (series x steps) of one selector held in one block.
+const MAX_BLOCK_CELLS: usize = 1 << 22;
+
+/// Range functions of one range-vector argument handled column-wise.
+const COLUMN_FUNCTIONS: &[&str] = &[
+    "rate",
+    "increase",
+    "delta",
+    "irate",
+    "idelta",
+    "deriv",
+    "resets",
+    "changes",
+    "avg_over_time",
+    "sum_over_time",
+    "count_over_time",
+    "min_over_time",
+    "max_over_time",
+    "last_over_time",
+    "first_over_time",
+    "present_over_time",
+    "stddev_over_time",
+    "stdvar_over_time",
+    "mad_over_time",
+    "ts_of_min_over_time",
+    "ts_of_max_over_time",
+    "ts_of_last_over_time",
+    "ts_of_first_over_time",
+];
+
+/// One series over the steps of a block.
+struct Col {
+    metric: Metric,
+    drop_name: bool,
+    vals: Vec<f64>,
+    present: Vec<bool>,
+}
+
+/// A node's value over the steps of a block.
+enum Rv {
+    Scalar(f64),
+    Vector(Vec<Col>),
+}
+
+/// `Ok(None)`: hand the query to the per-step evaluator.
+type R<T> = EvalResult<Option<T>>;
+
+macro_rules! tri {
+    ($e:expr) => {
+        match $e? {
+            Some(v) => v,
+            None => return Ok(None),
+        }
+    };
+}
+
+/// Whether `e` can be evaluated column-wise (checked before any work is done).
+fn supported(e: &Expr) -> bool {
+    match &e.kind {
+        ExprKind::Number(_) => true,
+        ExprKind::Paren(i) | ExprKind::StepInvariant(i) | ExprKind::Unary(_, i) => supported(i),
+        ExprKind::VectorSelector(vs) => vs.at.is_none(),
+        ExprKind::Call(c) => match c.func.as_str() {
+            "histogram_quantile" => {
+                c.args.len() == 2
+                    && matches!(unwrap_paren(&c.args[0]).kind, ExprKind::Number(_))
+                    && supported(&c.args[1])
+            }
+            f if COLUMN_FUNCTIONS.contains(&f) => {
+                c.args.len() == 1
+                    && matches!(&unwrap_paren(&c.args[0]).kind,
+                        ExprKind::MatrixSelector(ms) if ms.selector.at.is_none())
+            }
+            _ => false,
+        },
+        ExprKind::Aggregate(a) => {
+            a.param.is_none()
+                && matches!(
+                    a.op,
+                    AggregateOp::Sum
+                        | AggregateOp::Avg
+                        | AggregateOp::Min
+                        | AggregateOp::Max
+                        | AggregateOp::Count
+                        | AggregateOp::Group
+                        | AggregateOp::Stddev
+                        | AggregateOp::Stdvar
+                )
+                && (a.without
+                    || !a
+                        .grouping
+                        .iter()
+                        .any(|g| g == "__name__" || g == "__type__" || g == "__unit__"))
+                && supported(&a.expr)
+        }
+        ExprKind::Binary(b) => {
+            !b.op.is_set()
+                && b.matching
+                    .as_ref()
+                    .is_none_or(|m| m.card == Cardinality::OneToOne && m.include.is_empty())
+                && supported(&b.lhs)
+                && supported(&b.rhs)
+        }
+        _ => false,
+    }
+}
+
+/// The largest number of series any selector of `e` loaded.
+fn max_loaded(ev: &Evaluator<'_>) -> usize {
+    ev.data.values().map(|v| v.len()).max().unwrap_or(0)
+}
+
+/// Evaluates the steps `from, from + interval, ... <= to` of `expr` column-wise; `None`
+/// when the per-step evaluator has to do it. Series in first-seen order, as
+/// [`Evaluator::range_steps`] gives them.
+pub(crate) fn try_range(
+    ev: &mut Evaluator<'_>,
+    expr: &Expr,
+    from: i64,
+    to: i64,
+) -> EvalResult<Option<Matrix>> {
+    #[cfg(test)]
+    if tests::DISABLED.load(std::sync::atomic::Ordering::Relaxed) {
+        return Ok(None);
+    }
+    if ev.interval <= 0 || to < from || !supported(expr) {
+        return Ok(None);
+    }
+    let interval = ev.interval;
+    let total_steps = ((to - from) / interval + 1) as usize;
+    let block_steps = (MAX_BLOCK_CELLS / max_loaded(ev).max(1)).clamp(64, MAX_BLOCK_STEPS);
+    let mut out: Matrix = Vec::new();
+    let mut index: HashMap<Metric, usize> = HashMap::new();
+    let mut last_block: Vec<usize> = Vec::new();
+    let mut annos: Vec<Annotation> = Vec::new();
+    let mut total = 0usize;
+    let mut b0 = 0usize;
+    let mut block_no = 0usize;
+    while b0 < total_steps {
+        let n = block_steps.min(total_steps - b0);
+        let bfrom = from + b0 as i64 * interval;
+        let mut blk = Block {
+            ev: &mut *ev,
+            from: bfrom,
+            steps: n,
+            held: vec![0; n],
+            pending: Vec::new(),
+            seq: 0,
+        };
+        let v = match blk.eval(expr)? {
+            Some(v) => v,
+            None => return Ok(None),
+        };
+        let Block { held, pending, .. } = blk;
+        // Points of the result per step, to check the sample limit as the per-step
+        // evaluator does (conservatively: any doubt goes to the per-step evaluator).
+        let mut outputs = vec![0usize; n];
+        match v {
+            Rv::Scalar(f) => {
+                let i = *index.entry(Metric::default()).or_insert_with(|| {
+                    out.push(Series {
+                        metric: Metric::default(),
+                        floats: Vec::new(),
+                        drop_name: false,
+                    });
+                    last_block.push(usize::MAX);
+                    out.len() - 1
+                });
+                let s = &mut out[i];
+                for (k, o) in outputs.iter_mut().enumerate() {
+                    s.floats.push(FPoint {
+                        t: bfrom + k as i64 * interval,
+                        f,
+                    });
+                    *o += 1;
+                }
+            }
+            Rv::Vector(cols) => {
+                for c in cols {
+                    if !c.present.iter().any(|&p| p) {
+                        continue;
+                    }
+                    let m: Metric = if c.drop_name {
+                        drop_metadata(&c.metric).into()
+                    } else {
+                        c.metric
+                    };
+                    let i = match index.get(&m) {
+                        Some(&i) => {
+                            if last_block[i] == block_no {
+                                // Two series with the same labels: per step decides.
+                                return Ok(None);
+                            }
+                            i
+                        }
+                        None => {
+                            out.push(Series {
+                                metric: m.clone(),
+                                floats: Vec::new(),
+                                drop_name: false,
+                            });
+                            last_block.push(block_no);
+                            index.insert(m, out.len() - 1);
+                            out.len() - 1
+                        }
+                    };
+                    last_block[i] = block_no;
+                    let s = &mut out[i];
+                    for (k, o) in outputs.iter_mut().enumerate() {
+                        if c.present[k] {
+                            s.floats.push(FPoint {
+                                t: bfrom + k as i64 * interval,
+                                f: c.vals[k],
+                            });
+                            *o += 1;
+                        }
+                    }
+                }
+            }
+        }
+        let max = ev.opts.max_samples;
+        for k in 0..n {
+            if total + held[k] + outputs[k] > max {
+                return Ok(None);
+            }
+            total += outputs[k];
+        }
+        let mut pending = pending;
+        pending.sort_by_key(|(k, seq, _)| (*k, *seq));
+        annos.extend(pending.into_iter().map(|(_, _, a)| a));
+        b0 += n;
+        block_no += 1;
+    }
+    for a in annos {
+        ev.annos.add(a);
+    }
+    #[cfg(test)]
+    tests::USED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    Ok(Some(out))
+}
+
+fn warning(msg: String, pos: usize) -> Annotation {
+    Annotation {
+        kind: AnnotationKind::Warning,
+        message: format!("PromQL warning: {msg}"),
+        pos: Some(pos),
+        monotonicity: None,
+    }
+}
+
+fn info(msg: String, pos: usize) -> Annotation {
+    Annotation {
+        kind: AnnotationKind::Info,
+        message: format!("PromQL info: {msg}"),
+        pos: Some(pos),
+        monotonicity: None,
+    }
+}
+
+/// The evaluation of one block of steps.
+struct Block<'e, 'a> {
+    ev: &'e mut Evaluator<'a>,
+    /// The first step (ms).
+    from: i64,
+    steps: usize,
+    /// Samples held per step by the nodes evaluated so far (windows and outputs).
+    held: Vec<usize>,
+    /// Annotations with the step and the node (numbered in evaluation order) that raised
+    /// them, to be added in the order the per-step evaluator adds them.
+    pending: Vec<(usize, u32, Annotation)>,
+    seq: u32,
+}
+
+impl Block<'_, '_> {
+    fn next_seq(&mut self) -> u32 {
+        self.seq += 1;
+        self.seq
+    }
+
+    fn ts(&self, k: usize) -> i64 {
+        self.from + k as i64 * self.ev.interval
+    }
+
+    fn new_col(&self, metric: Metric, drop_name: bool) -> Col {
+        Col {
+            metric,
+            drop_name,
+            vals: vec![0.0; self.steps],
+            present: vec![false; self.steps],
+        }
+    }
+
+    fn eval(&mut self, e: &Expr) -> R<Rv> {
+        match &e.kind {
+            ExprKind::Number(n) => Ok(Some(Rv::Scalar(n.value))),
+            ExprKind::Paren(i) | ExprKind::StepInvariant(i) => self.eval(i),
+            ExprKind::Unary(op, i) => {
+                let v = tri!(self.eval(i));
+                if *op == UnaryOp::Pos {
+                    return Ok(Some(v));
+                }
+                Ok(Some(match v {
+                    Rv::Scalar(f) => Rv::Scalar(-f),
+                    Rv::Vector(mut cols) => {
+                        for c in cols.iter_mut() {
+                            for v in c.vals.iter_mut() {
+                                *v = -*v;
+                            }
+                            c.drop_name = true;
+                        }
+                        Rv::Vector(cols)
+                    }
+                }))
+            }
+            ExprKind::VectorSelector(vs) => self.instant_selector(vs),
+            ExprKind::Call(c) => self.call(c),
+            ExprKind::Aggregate(a) => self.aggregate(a),
+            ExprKind::Binary(b) => self.binary(b),
+            _ => Ok(None),
+        }
+    }
+
+    fn instant_selector(&mut self, vs: &VectorSelector) -> R<Rv> {
+        let offset = self.ev.offset_ms(&vs.offset)?;
+        let lookback = self.ev.opts.lookback_delta_ms;
+        let loaded = self.ev.loaded_arc(vs);
+        self.next_seq();
+        let mut out = Vec::new();
+        let first_ref = self.from - offset;
+        for l in loaded.iter() {
+            self.ev.check_limits_now()?;
+            let pts = &l.points;
+            let mut hi = pts.partition_point(|p| p.t <= first_ref);
+            let mut col = self.new_col(l.metric.clone(), false);
+            let mut any = false;
+            for k in 0..self.steps {
+                let reft = self.ts(k) - offset;
+                while hi < pts.len() && pts[hi].t <= reft {
+                    hi += 1;
+                }
+                if hi == 0 {
+                    continue;
+                }
+                let p = pts[hi - 1];
+                if p.t <= reft - lookback || is_stale_nan(p.f) {
+                    continue;
+                }
+                col.vals[k] = p.f;
+                col.present[k] = true;
+                self.held[k] += 1;
+                any = true;
+            }
+            if any {
+                out.push(col);
+            }
+        }
+        Ok(Some(Rv::Vector(out)))
+    }
+
+    fn call(&mut self, c: &Call) -> R<Rv> {
+        if c.func == "histogram_quantile" {
+            return self.histogram_quantile(c);
+        }
+        let arg = unwrap_paren(&c.args[0]);
+        let ExprKind::MatrixSelector(ms) = &arg.kind else {
+            return Ok(None);
+        };
+        self.range_function(&c.func, ms, arg.span.start)
+    }
+
+    /// `name(ms)`: each series' window slides over its points with two cursors.
+    fn range_function(&mut self, name: &str, ms: &MatrixSelector, pos: usize) -> R<Rv> {
+        let offset = self.ev.offset_ms(&ms.selector.offset)?;
+        let range = self.ev.duration_ms(&ms.range)?;
+        let loaded = self.ev.loaded_arc(&ms.selector);
+        let seq = self.next_seq();
+        let keep_name = name == "last_over_time" || name == "first_over_time";
+        let (extrapolated, is_counter, is_rate) = match name {
+            "rate" => (true, true, true),
+            "increase" => (true, true, false),
+            "delta" => (true, false, false),
+            _ => (false, false, false),
+        };
+        let check_counter = name == "rate" || name == "increase";
+        let first_ref = self.from - offset;
+        let last_ref = self.ts(self.steps - 1) - offset;
+        let mut out = Vec::new();
+        let mut resets: Vec<u32> = Vec::new();
+        let mut buf: Vec<FPoint> = Vec::new();
+        for l in loaded.iter() {
+            self.ev.check_limits_now()?;
+            let pts = &l.points;
+            let base = pts.partition_point(|p| p.t <= first_ref - range);
+            let end = pts.partition_point(|p| p.t <= last_ref);
+            if base >= end {
+                continue;
+            }
+            let (mut lo, mut hi) = (base, base);
+            // Counter resets before each point (from `base`): a window without any needs
+            // no scan for `rate`/`increase`.
+            let fast = extrapolated && !l.has_stale;
+            if fast && is_counter {
+                resets.clear();
+                let mut n = 0u32;
+                resets.push(0);
+                for w in pts[base..end].windows(2) {
+                    if w[1].f < w[0].f {
+                        n += 1;
+                    }
+                    resets.push(n);
+                }
+            }
+            let mut col = self.new_col(l.metric.clone(), !keep_name);
+            let mut first_present = None;
+            for k in 0..self.steps {
+                let ts = self.ts(k);
+                let reft = ts - offset;
+                let wstart = reft - range;
+                while hi < end && pts[hi].t <= reft {
+                    hi += 1;
+                }
+                while lo < hi && pts[lo].t <= wstart {
+                    lo += 1;
+                }
+                if lo >= hi {
+                    continue;
+                }
+                let v = if fast {
+                    let window = &pts[lo..hi];
+                    self.held[k] += window.len();
+                    if window.len() < 2 {
+                        None
+                    } else if is_counter && resets[hi - 1 - base] != resets[lo - base] {
+                        extrapolated_rate(window, wstart, reft, range, is_counter, is_rate)
+                    } else {
+                        let first = window[0];
+                        let last = window[window.len() - 1];
+                        Some(extrapolate(
+                            first,
+                            last,
+                            window.len(),
+                            last.f - first.f,
+                            wstart,
+                            reft,
+                            range,
+                            is_counter,
+                            is_rate,
+                        ))
+                    }
+                } else {
+                    let mut window = &pts[lo..hi];
+                    if l.has_stale && window.iter().any(|p| is_stale_nan(p.f)) {
+                        buf.clear();
+                        buf.extend(window.iter().filter(|p| !is_stale_nan(p.f)));
+                        window = &buf;
+                    }
+                    if window.is_empty() {
+                        continue;
+                    }
+                    self.held[k] += window.len();
+                    matrix_function(name, window, &[], wstart, reft, range, ts)?
+                };
+                if let Some(v) = v {
+                    col.vals[k] = v;
+                    col.present[k] = true;
+                    self.held[k] += 1;
+                    first_present.get_or_insert(k);
+                }
+            }
+            let Some(first) = first_present else {
+                continue;
+            };
+            if check_counter {
+                if let Some(n) = l.metric.metric_name() {
+                    if !RATE_COUNTER_SUFFIXES.iter().any(|s| n.ends_with(s)) {
+                        self.pending.push((
+                            first,
+                            seq,
+                            info(
+                                format!(
+                                    "metric might not be a counter, name does not end in _total/_sum/_count/_bucket: {}",
+                                    go_quote(n)
+                                ),
+                                pos,
+                            ),
+                        ));
+                    }
+                }
+            }
+            out.push(col);
+        }
+        Ok(Some(Rv::Vector(out)))
+    }
+
+    fn aggregate(&mut self, a: &AggregateExpr) -> R<Rv> {
+        let Rv::Vector(input) = tri!(self.eval(&a.expr)) else {
+            return Ok(None);
+        };
+        self.next_seq();
+        let Some(first) = input.first() else {
+            return Ok(Some(Rv::Vector(Vec::new())));
+        };
+        // A group's name removal follows its members': only uniform inputs here.
+        let drop_name = first.drop_name;
+        if input.iter().any(|c| c.drop_name != drop_name) {
+            return Ok(None);
+        }
+        let mut grouping = a.grouping.clone();
+        grouping.sort();
+        let op = a.op;
+        let mut index: HashMap<u64, usize> = HashMap::new();
+        let mut groups: Vec<(Metric, Vec<Acc>, Vec<bool>)> = Vec::new();
+        for c in &input {
+            self.ev.check_limits_now()?;
+            let key = group_key(&c.metric, &grouping, a.without);
+            let gi = match index.get(&key) {
+                Some(&i) => i,
+                None => {
+                    index.insert(key, groups.len());
+                    groups.push((
+                        group_labels(&c.metric, &grouping, a.without).into(),
+                        vec![Acc::default(); self.steps],
+                        vec![false; self.steps],
+                    ));
+                    groups.len() - 1
+                }
+            };
+            let (_, accs, init) = &mut groups[gi];
+            for k in 0..self.steps {
+                if !c.present[k] {
+                    continue;
+                }
+                let f = c.vals[k];
+                if init[k] {
+                    accs[k].add(op, f);
+                } else {
+                    accs[k] = Acc::first(op, f);
+                    init[k] = true;
+                }
+            }
+        }
+        let mut out = Vec::with_capacity(groups.len());
+        for (metric, accs, init) in groups {
+            let mut col = self.new_col(metric, drop_name);
+            for k in 0..self.steps {
+                if init[k] {
+                    col.vals[k] = accs[k].finish(op);
+                    col.present[k] = true;
+                    self.held[k] += 1;
+                }
+            }
+            out.push(col);
+        }
+        Ok(Some(Rv::Vector(out)))
+    }
+
+    fn binary(&mut self, b: &BinaryExpr) -> R<Rv> {
+        let lhs = tri!(self.eval(&b.lhs));
+        let rhs = tri!(self.eval(&b.rhs));
+        self.next_seq();
+        let op = b.op;
+        Ok(Some(match (lhs, rhs) {
+            (Rv::Scalar(l), Rv::Scalar(r)) => Rv::Scalar(scalar_binop(op, l, r)),
+            (Rv::Vector(v), Rv::Scalar(s)) => self.vector_scalar(b, v, s, false),
+            (Rv::Scalar(s), Rv::Vector(v)) => self.vector_scalar(b, v, s, true),
+            (Rv::Vector(l), Rv::Vector(r)) => tri!(self.vector_vector(b, l, r)),
+        }))
+    }
+
+    fn vector_scalar(&mut self, b: &BinaryExpr, cols: Vec<Col>, scalar: f64, swap: bool) -> Rv {
+        let op = b.op;
+        let mut out = Vec::with_capacity(cols.len());
+        for mut c in cols {
+            for k in 0..self.steps {
+                if !c.present[k] {
+                    continue;
+                }
+                let (l, r) = if swap {
+                    (scalar, c.vals[k])
+                } else {
+                    (c.vals[k], scalar)
+                };
+                let (mut v, mut keep) = elem_binop(op, l, r);
+                if op.is_comparison() && swap {
+                    v = r;
+                }
+                if b.return_bool {
+                    v = btos(keep);
+                    keep = true;
+                }
+                if keep {
+                    c.vals[k] = v;
+                    self.held[k] += 1;
+                } else {
+                    c.present[k] = false;
+                }
+            }
+            if changes_metric_schema(op) || b.return_bool {
+                c.drop_name = true;
+            }
+            out.push(c);
+        }
+        Rv::Vector(out)
+    }
+
+    fn vector_vector(&mut self, b: &BinaryExpr, lhs: Vec<Col>, rhs: Vec<Col>) -> R<Rv> {
+        let default = VectorMatching {
+            card: Cardinality::OneToOne,
+            labels: vec![],
+            on: false,
+            include: vec![],
+        };
+        let m = b.matching.as_ref().unwrap_or(&default);
+        let op = b.op;
+        // Matching signatures once per series; a signature shared by two series on one
+        // side is an error at the steps where both have a value: per step decides.
+        let mut right: HashMap<u64, usize> = HashMap::with_capacity(rhs.len());
+        for (i, c) in rhs.iter().enumerate() {
+            if right.insert(signature(&c.metric, m), i).is_some() {
+                return Ok(None);
+            }
+        }
+        let mut matched: HashSet<u64> = HashSet::new();
+        let mut out = Vec::new();
+        for l in &lhs {
+            self.ev.check_limits_now()?;
+            let sig = signature(&l.metric, m);
+            let Some(&ri) = right.get(&sig) else {
+                continue;
+            };
+            if !matched.insert(sig) {
+                return Ok(None);
+            }
+            let r = &rhs[ri];
+            let metric: Metric = result_metric(&l.metric, &r.metric, op, m).into();
+            let mut col = self.new_col(metric, b.return_bool);
+            for k in 0..self.steps {
+                if !(l.present[k] && r.present[k]) {
+                    continue;
+                }
+                let (mut v, keep) = elem_binop(op, l.vals[k], r.vals[k]);
+                if b.return_bool {
+                    v = btos(keep);
+                }
+                if keep || b.return_bool {
+                    col.vals[k] = v;
+                    col.present[k] = true;
+                    self.held[k] += 1;
+                }
+            }
+            out.push(col);
+        }
+        Ok(Some(Rv::Vector(out)))
+    }
+
+    fn histogram_quantile(&mut self, c: &Call) -> R<Rv> {
+        let ExprKind::Number(n) = &unwrap_paren(&c.args[0]).kind else {
+            return Ok(None);
+        };
+        let q = n.value;
+        let q_pos = unwrap_paren(&c.args[0]).span.start;
+        let v_pos = unwrap_paren(&c.args[1]).span.start;
+        let Rv::Vector(input) = tri!(self.eval(&c.args[1])) else {
+            return Ok(None);
+        };
+        let seq = self.next_seq();
+        if q.is_nan() || !(0.0..=1.0).contains(&q) {
+            self.pending.push((
+                0,
+                seq,
+                warning(
+                    format!("quantile value should be between 0 and 1, got {}", fmt_g(q)),
+                    q_pos,
+                ),
+            ));
+        }
+        // Groups of bucket series by their labels without `le`, members sorted by bound
+        // (stably, so the per-step sort keeps the same order of equal bounds).
+        let mut index: HashMap<u64, usize> = HashMap::new();
+        let mut groups: Vec<(Metric, Vec<(f64, usize)>)> = Vec::new();
+        for (ci, col) in input.iter().enumerate() {
+            let Some(ub) = parse_le(col.metric.get("le").unwrap_or("")) else {
+                if let Some(k) = col.present.iter().position(|&p| p) {
+                    self.pending
+                        .push((k, seq, warning(bad_le_message(&col.metric), v_pos)));
+                }
+                continue;
+            };
+            let key = bucket_group_key(&col.metric);
+            let gi = match index.get(&key) {
+                Some(&i) => i,
+                None => {
+                    index.insert(key, groups.len());
+                    groups.push((col.metric.without("le").into(), Vec::new()));
+                    groups.len() - 1
+                }
+            };
+            groups[gi].1.push((ub, ci));
+        }
+        let mut out = Vec::with_capacity(groups.len());
+        for (metric, mut members) in groups {
+            self.ev.check_limits_now()?;
+            members.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap_or(std::cmp::Ordering::Equal));
+            let mut col = self.new_col(metric, true);
+            for k in 0..self.steps {
+                let mut buckets: Vec<Bucket> = Vec::with_capacity(members.len());
+                for &(ub, ci) in &members {
+                    if input[ci].present[k] {
+                        buckets.push(Bucket {
+                            upper_bound: ub,
+                            count: input[ci].vals[k],
+                        });
+                    }
+                }
+                if buckets.is_empty() {
+                    continue;
+                }
+                let (val, fix) = bucket_quantile(q, buckets);
+                if fix.forced_monotonic {
+                    let a = monotonicity_annotation(&col.metric, &fix, v_pos, self.ts(k));
+                    self.pending.push((k, seq, a));
+                }
+                col.vals[k] = val;
+                col.present[k] = true;
+                self.held[k] += 1;
+            }
+            out.push(col);
+        }
+        Ok(Some(Rv::Vector(out)))
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    use inferdb_storage::{stale_nan, Labels};
+
+    use crate::storage::MemStorage;
+    use crate::{Engine, EngineOptions, QueryResult, Value};
+
+    /// Turns the column-wise evaluation off (for comparing it with the per-step one).
+    pub(crate) static DISABLED: AtomicBool = AtomicBool::new(false);
+    /// How many range evaluations were done column-wise.
+    pub(crate) static USED: AtomicUsize = AtomicUsize::new(0);
+
+    /// Counters with resets, churn and a staleness marker, gauges, classic histograms
+    /// (one bucket non-monotonic, one `le` malformed), a counter without a counter name.
+    fn store() -> MemStorage {
+        let mut s = MemStorage::new();
+        let t0 = 1_000_000_007;
+        for (j, job) in ["a", "b", "c", "d"].iter().enumerate() {
+            let c = Labels::from_pairs([("__name__", "req_total"), ("job", job), ("m", "x")]);
+            let g = Labels::from_pairs([("__name__", "temp"), ("job", job), ("m", "x")]);
+            let n = Labels::from_pairs([("__name__", "reqs"), ("job", job)]);
+            let mut v = 0.0;
+            for i in 0..400i64 {
+                // churn: job c starts late, job d ends early
+                if (j == 2 && i < 100) || (j == 3 && i > 300) {
+                    continue;
+                }
+                let t = t0 + i * 15_000 + (j as i64) * 1_000;
+                v += (i % 7) as f64 * 0.37 + j as f64;
+                if j == 1 && i % 90 == 89 {
+                    v = 0.5; // counter reset
+                }
+                if j == 0 && i == 200 {
+                    s.add(&c, t, stale_nan());
+                    continue;
+                }
+                s.add(&c, t, v);
+                s.add(&g, t, ((i * 31 + j as i64 * 7) % 23) as f64 / 3.0 - 2.0);
+                s.add(&n, t, v * 2.0);
+                for (k, le) in ["0.1", "0.5", "1", "+Inf", "bad"].iter().enumerate() {
+                    let b =
+                        Labels::from_pairs([("__name__", "lat_bucket"), ("job", job), ("le", le)]);
+                    let mut bv = v * (k as f64 + 1.0) * 0.3;
+                    if j == 1 && k == 1 && i % 50 > 40 {
+                        bv = 0.0; // non-monotonic buckets
+                    }
+                    s.add(&b, t, bv);
+                }
+            }
+        }
+        s
+    }
+
+    fn run(e: &Engine, s: &MemStorage, q: &str, columns: bool) -> Result<QueryResult, String> {
+        DISABLED.store(!columns, Ordering::Relaxed);
+        let r = e.range(s, q, 1_000_000_000, 1_000_000_000 + 6_500_000, 15_000);
+        DISABLED.store(false, Ordering::Relaxed);
+        r.map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn column_evaluation_equals_step_evaluation() {
+        let s = store();
+        let e = Engine::new(EngineOptions::default());
+        let queries = [
+            "rate(req_total[5m])",
+            "increase(req_total[1m])",
+            "delta(temp[2m])",
+            "irate(req_total[1m])",
+            "idelta(temp[1m])",
+            "deriv(temp[3m])",
+            "resets(req_total[10m])",
+            "changes(temp[5m])",
+            "avg_over_time(temp[5m])",
+            "sum_over_time(temp[5m])",
+            "count_over_time(req_total[5m])",
+            "min_over_time(temp[5m])",
+            "max_over_time(temp[5m])",
+            "last_over_time(req_total[5m])",
+            "first_over_time(temp[5m])",
+            "stddev_over_time(temp[5m])",
+            "mad_over_time(temp[5m])",
+            "ts_of_max_over_time(temp[5m])",
+            "rate(reqs[5m])",
+            "rate(req_total[5m] offset 2m)",
+            "req_total",
+            "-temp",
+            "sum by (m) (rate(req_total[5m]))",
+            "avg without (job) (temp)",
+            "max by (job) (temp)",
+            "stddev(temp)",
+            "count(rate(req_total[5m]))",
+            "group by (m) (temp)",
+            "sum(rate(req_total[5m])) by (job) / 2",
+            "rate(req_total[5m]) / rate(req_total[5m] offset 1m)",
+            "rate(req_total[5m]) / ignoring(m) rate(reqs[5m])",
+            "temp > on(job, m) temp * 0.5",
+            "temp > bool 1",
+            "1 - temp",
+            "2 < temp",
+            "2 * 3",
+            "histogram_quantile(0.9, sum by (le) (rate(lat_bucket[5m])))",
+            "histogram_quantile(0.5, rate(lat_bucket[5m]))",
+            "histogram_quantile(1.5, sum by (le, job) (rate(lat_bucket[5m])))",
+            "sum by (job) (rate(lat_bucket[5m]))",
+            "temp + temp",
+            "rate(req_total[5m]) * on(job) group_left temp",
+        ];
+        for q in queries {
+            let slow = run(&e, &s, q, false);
+            let used = USED.load(Ordering::Relaxed);
+            let fast = run(&e, &s, q, true);
+            if !q.contains("group_left") {
+                assert!(USED.load(Ordering::Relaxed) > used, "{q}: not column-wise");
+            }
+            match (slow, fast) {
+                (Ok(a), Ok(b)) => {
+                    let (Value::Matrix(ma), Value::Matrix(mb)) = (&a.value, &b.value) else {
+                        panic!("{q}: not matrices");
+                    };
+                    assert!(!ma.is_empty(), "{q}: empty result");
+                    assert_eq!(ma.len(), mb.len(), "{q}: series");
+                    for (x, y) in ma.iter().zip(mb) {
+                        assert_eq!(x.metric, y.metric, "{q}");
+                        assert_eq!(x.floats.len(), y.floats.len(), "{q} {:?}", x.metric);
+                        for (p, r) in x.floats.iter().zip(&y.floats) {
+                            assert_eq!(p.t, r.t, "{q}");
+                            assert_eq!(p.f.to_bits(), r.f.to_bits(), "{q} at {}", p.t);
+                        }
+                    }
+                    assert_eq!(a.warnings, b.warnings, "{q}");
+                    assert_eq!(a.infos, b.infos, "{q}");
+                    assert_eq!(a.annotations, b.annotations, "{q}");
+                }
+                (Err(a), Err(b)) => assert_eq!(a, b, "{q}"),
+                (a, b) => panic!("{q}: {a:?} vs {b:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn errors_and_limits_come_from_the_step_evaluator() {
+        let mut s = store();
+        // Same labels once the name is dropped, at overlapping times.
+        let l = Labels::from_pairs([("__name__", "other_total"), ("job", "a"), ("m", "x")]);
+        for i in 0..100 {
+            s.add(&l, 1_000_000_000 + i * 15_000, i as f64);
+        }
+        let e = Engine::new(EngineOptions::default());
+        for q in [
+            "rate({__name__=~\"req_total|other_total\"}[5m])",
+            "temp + on(m) temp",
+            "sum by (job) (temp) / on() sum(temp)",
+        ] {
+            let slow = run(&e, &s, q, false).map(|_| ());
+            let fast = run(&e, &s, q, true).map(|_| ());
+            assert!(slow.is_err(), "{q}");
+            assert_eq!(slow, fast, "{q}");
+        }
+        let e = Engine::new(EngineOptions {
+            max_samples: 150,
+            ..Default::default()
+        });
+        let q = "sum(rate(req_total[5m]))";
+        let slow = run(&e, &s, q, false).map(|_| ());
+        let fast = run(&e, &s, q, true).map(|_| ());
+        assert_eq!(slow, fast);
+        assert_eq!(
+            fast.unwrap_err(),
+            "query processing would load too many samples into memory in query execution"
+        );
+    }
+}
