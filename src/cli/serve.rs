@@ -105,6 +105,13 @@ pub struct ServeArgs {
     /// GPU sampling interval.
     #[arg(long = "gpu.interval", value_name = "DURATION", default_value = "15s")]
     pub gpu_interval: String,
+    /// How long a shutdown waits for the remote_write queues to send what they hold.
+    #[arg(
+        long = "storage.remote.flush-deadline",
+        value_name = "DURATION",
+        default_value = "1m"
+    )]
+    pub remote_flush_deadline: String,
     /// Prometheus flags accepted for compatibility and ignored (e.g. --web.console.libraries).
     #[arg(
         long = "web.console.libraries",
@@ -435,6 +442,11 @@ impl ServeArgs {
                 }
                 cfg.scrape_configs.extend(job);
             }
+            let rw_base = config_file.as_ref().and_then(|p| p.parent());
+            crate::remote::config::parse(
+                cfg.remote_write.as_ref(),
+                rw_base.unwrap_or(std::path::Path::new(".")),
+            )?;
             Ok(cfg)
         };
         let cfg = load()?;
@@ -494,6 +506,20 @@ impl ServeArgs {
                 })
         };
 
+        let remote_flush = Duration::from_millis(duration_ms(
+            "storage.remote.flush-deadline",
+            &self.remote_flush_deadline,
+        )?
+        .max(0) as u64);
+        let remote_write = Arc::new(crate::remote::sender::RemoteWriteManager::new(
+            &self.data_dir,
+        ));
+        let remote_task = tokio::spawn(crate::remote::sender::follow_config(
+            remote_write.clone(),
+            cfg_tx.subscribe(),
+            self.config_file.clone(),
+            stopped(stop_rx.clone()),
+        ));
         let view = Arc::new(ScrapeView {
             mgr: mgr.clone(),
             db: db.clone(),
@@ -548,6 +574,9 @@ impl ServeArgs {
             let _ = g.await;
         }
         drop(mgr);
+        // the sender reads the WAL: it stops before the store checkpoints it away at close
+        let _ = remote_task.await;
+        remote_write.stop(remote_flush).await;
         served.context("serving HTTP")?;
         match Arc::try_unwrap(db) {
             Ok(db) => tokio::task::spawn_blocking(move || db.close())
