@@ -10,6 +10,7 @@ pub mod cli;
 pub mod export;
 pub mod gpu;
 pub mod import;
+pub mod metrics;
 pub mod remote;
 pub mod scrape;
 pub mod sim;

@@ -141,6 +141,7 @@ pub(crate) async fn metrics(State(state): State<ApiState>) -> Response {
         "process_start_time_seconds {}",
         json::format_float(start)
     );
+    crate::metrics::render_into(&mut out);
     out.push_str(&state.scrape().self_metrics());
     let mut r = (StatusCode::OK, out).into_response();
     r.headers_mut().insert(

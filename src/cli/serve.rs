@@ -3,7 +3,6 @@
 //! a Prometheus container's command line works unchanged.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -184,86 +183,16 @@ impl ScrapeStatus for ScrapeView {
     }
 
     fn self_metrics(&self) -> String {
-        let st = self.db.stats();
         let mut o = String::new();
-        let mut gauge = |name: &str, help: &str, typ: &str, v: f64| {
-            let _ = writeln!(
-                o,
-                "# HELP {name} {help}\n# TYPE {name} {typ}\n{name} {}",
-                api::json::format_float(v)
-            );
-        };
-        gauge(
-            "inferdb_tsdb_head_series",
-            "Series in the head.",
-            "gauge",
-            st.head_series as f64,
-        );
-        gauge(
-            "inferdb_tsdb_head_memory_bytes",
-            "Bytes held by the head.",
-            "gauge",
-            st.head_memory_bytes as f64,
-        );
-        gauge(
-            "inferdb_tsdb_head_samples_appended_total",
-            "Samples appended.",
-            "counter",
-            st.samples_appended as f64,
-        );
-        gauge(
-            "inferdb_tsdb_out_of_order_samples_total",
-            "Samples refused as out of order.",
-            "counter",
-            st.out_of_order as f64,
-        );
-        gauge(
-            "inferdb_tsdb_duplicate_samples_total",
-            "Samples refused for a duplicate timestamp.",
-            "counter",
-            st.duplicate_timestamp as f64,
-        );
-        gauge(
-            "inferdb_tsdb_out_of_bounds_samples_total",
-            "Samples refused as too old.",
-            "counter",
-            st.out_of_bounds as f64,
-        );
-        gauge(
-            "inferdb_tsdb_blocks_loaded",
-            "Blocks on disk.",
-            "gauge",
-            st.blocks as f64,
-        );
-        gauge(
-            "inferdb_tsdb_storage_blocks_bytes",
-            "Bytes of blocks on disk.",
-            "gauge",
-            st.block_bytes as f64,
-        );
-        let targets = self.mgr.targets();
-        let _ = writeln!(o, "# HELP inferdb_target_scrapes_total Scrapes done per target.\n# TYPE inferdb_target_scrapes_total counter");
-        for t in &targets {
-            let _ = writeln!(
-                o,
-                "inferdb_target_scrapes_total{{job={:?},url={:?}}} {}",
-                t.target.job, t.target.url, t.state.scrapes
-            );
-        }
-        let _ = writeln!(o, "# HELP inferdb_target_scrape_failures_total Failed scrapes per target.\n# TYPE inferdb_target_scrape_failures_total counter");
-        for t in &targets {
-            let _ = writeln!(
-                o,
-                "inferdb_target_scrape_failures_total{{job={:?},url={:?}}} {}",
-                t.target.job, t.target.url, t.state.failures
-            );
-        }
+        crate::metrics::write_db_metrics(&mut o, &self.db);
+        self.mgr.write_metrics(&mut o);
         o
     }
 
     fn reload(&self) -> Result<(), String> {
-        let cfg = (self.load)().map_err(|e| format!("{e:#}"))?;
-        self.configs.send_replace(cfg);
+        let res = (self.load)().map_err(|e| format!("{e:#}"));
+        crate::metrics::record_config_reload(res.is_ok());
+        self.configs.send_replace(res?);
         tracing::info!("configuration reloaded");
         Ok(())
     }
@@ -450,6 +379,7 @@ impl ServeArgs {
             Ok(cfg)
         };
         let cfg = load()?;
+        crate::metrics::record_config_reload(true);
         if let Some(p) = &self.config_file {
             api_cfg.config_yaml = std::fs::read_to_string(p).unwrap_or_default();
         }

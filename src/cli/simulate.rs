@@ -48,6 +48,7 @@ impl SimulateArgs {
                 },
                 gzip: self.gzip,
                 seed: self.seed,
+                keep_pages: 0,
             };
             let sim = crate::sim::Simulator::start(&self.host, self.port, opts)
                 .await

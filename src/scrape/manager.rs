@@ -167,6 +167,47 @@ impl ScrapeManager {
         out
     }
 
+    /// Writes the scraper's gauges for `/metrics`: targets per scrape pool
+    /// (`prometheus_target_scrape_pool_targets`) and targets per pool and health.
+    pub fn write_metrics(&self, out: &mut String) {
+        let mut pools: BTreeMap<String, [usize; 3]> = BTreeMap::new();
+        for r in self.running.lock().values() {
+            let h = r.state.lock().health;
+            let e = pools.entry(r.target.job.clone()).or_default();
+            e[match h {
+                super::target::Health::Up => 0,
+                super::target::Health::Down => 1,
+                super::target::Health::Unknown => 2,
+            }] += 1;
+        }
+        let rows: Vec<([(&str, &str); 1], f64)> = pools
+            .iter()
+            .map(|(j, c)| ([("scrape_job", j.as_str())], c.iter().sum::<usize>() as f64))
+            .collect();
+        let rows: Vec<(&[(&str, &str)], f64)> = rows.iter().map(|(l, v)| (&l[..], *v)).collect();
+        crate::metrics::write_family(
+            out,
+            "prometheus_target_scrape_pool_targets",
+            "Current number of targets in this scrape pool.",
+            "gauge",
+            &rows,
+        );
+        let mut rows: Vec<([(&str, &str); 2], f64)> = vec![];
+        for (j, c) in &pools {
+            for (i, h) in ["up", "down", "unknown"].iter().enumerate() {
+                rows.push(([("health", h), ("job", j.as_str())], c[i] as f64));
+            }
+        }
+        let rows: Vec<(&[(&str, &str)], f64)> = rows.iter().map(|(l, v)| (&l[..], *v)).collect();
+        crate::metrics::write_family(
+            out,
+            "inferdb_targets",
+            "Targets by job and the health of their last scrape.",
+            "gauge",
+            &rows,
+        );
+    }
+
     /// Service-discovery and client errors of the last [`ScrapeManager::apply_config`].
     pub fn discovery_errors(&self) -> Vec<String> {
         self.errors.lock().clone()

@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::hash::{Hash, Hasher};
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use inferdb_storage::{stale_nan, Label, Labels};
@@ -20,6 +20,26 @@ use super::config::{Config, ScrapeConfig};
 use super::exposition::{self, Entry, Format};
 use super::relabel::{relabel, LabelMap, RelabelConfig};
 use super::sink::{SampleSink, SeriesHandle, SinkSample};
+use crate::metrics::{self, Counter, Histogram};
+
+static EXCEEDED_BODY_SIZE: LazyLock<Counter> = LazyLock::new(|| {
+    metrics::counter(
+        "prometheus_target_scrapes_exceeded_body_size_limit_total",
+        "Total number of scrapes that hit the body size limit.",
+    )
+});
+static EXCEEDED_SAMPLE_LIMIT: LazyLock<Counter> = LazyLock::new(|| {
+    metrics::counter(
+        "prometheus_target_scrapes_exceeded_sample_limit_total",
+        "Total number of scrapes that hit the sample limit and were rejected.",
+    )
+});
+static SAMPLES_REJECTED: LazyLock<Counter> = LazyLock::new(|| {
+    metrics::counter(
+        "inferdb_target_scrapes_samples_rejected_total",
+        "Scraped samples the store refused (out of order, duplicate timestamp, out of bounds).",
+    )
+});
 
 /// The `Accept` header Prometheus 3 sends by default (OpenMetrics first, UTF-8 names allowed).
 pub const ACCEPT_HEADER: &str = "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.5,application/openmetrics-text;version=0.0.1;q=0.4,text/plain;version=1.0.0;escaping=allow-utf-8;q=0.3,text/plain;version=0.0.4;q=0.2,*/*;q=0.1";
@@ -555,6 +575,9 @@ pub struct ScrapeLoop {
     batch: Vec<SinkSample>,
     synthetic: Vec<Arc<SeriesHandle>>,
     meta_hash: u64,
+    duration_hist: Histogram,
+    scraped_total: Counter,
+    failed_total: Counter,
 }
 
 const SYNTHETIC: [&str; 5] = [
@@ -579,7 +602,6 @@ impl ScrapeLoop {
             .map(|n| Arc::new(SeriesHandle::new(target.labels.with("__name__", n))))
             .collect();
         ScrapeLoop {
-            target,
             opts,
             client,
             auth,
@@ -588,6 +610,23 @@ impl ScrapeLoop {
             cache: HashMap::new(),
             gen: 0,
             batch: Vec::new(),
+            duration_hist: metrics::histogram_with(
+                "inferdb_target_scrape_duration_seconds",
+                "Time a scrape took (fetch, parse, store), by job.",
+                metrics::DURATION_BUCKETS,
+                &[("job", &target.job)],
+            ),
+            scraped_total: metrics::counter_with(
+                "inferdb_target_scrapes_total",
+                "Scrapes done, by job.",
+                &[("job", &target.job)],
+            ),
+            failed_total: metrics::counter_with(
+                "inferdb_target_scrape_failures_total",
+                "Scrapes that failed (up == 0), by job.",
+                &[("job", &target.job)],
+            ),
+            target,
             synthetic,
             meta_hash: 0,
         }
@@ -635,6 +674,7 @@ impl ScrapeLoop {
         let mut body = Vec::with_capacity(cap as usize);
         while let Some(chunk) = resp.chunk().await.map_err(|e| describe_reqwest(&e))? {
             if limit > 0 && (body.len() + chunk.len()) as u64 > limit {
+                EXCEEDED_BODY_SIZE.inc();
                 return Err(format!("body size limit exceeded ({limit} bytes)"));
             }
             body.extend_from_slice(&chunk);
@@ -753,13 +793,23 @@ impl ScrapeLoop {
             });
         }
         match self.sink.append_batch(&self.batch) {
-            Ok(st) => report.rejected = st.rejected,
+            Ok(st) => {
+                report.rejected = st.rejected;
+                if st.rejected > 0 {
+                    SAMPLES_REJECTED.add(st.rejected as u64);
+                }
+            }
             Err(e) => {
                 tracing::warn!(target = %self.target.url, "{e}");
                 if report.error.is_none() {
                     report.error = Some(e.to_string());
                 }
             }
+        }
+        self.duration_hist.observe(took.as_secs_f64());
+        self.scraped_total.inc();
+        if !report.up {
+            self.failed_total.inc();
         }
         self.batch.clear();
         if self.batch.capacity() > 1 << 20 {
@@ -926,6 +976,7 @@ impl ScrapeLoop {
         st.post_relabel = self.batch.len();
         if self.opts.sample_limit > 0 && st.post_relabel as u64 > self.opts.sample_limit {
             // the scrape counts as failed; forget this generation so staleness applies
+            EXCEEDED_SAMPLE_LIMIT.inc();
             self.batch.clear();
             return Err(format!(
                 "sample limit exceeded ({} samples, limit {})",

@@ -35,6 +35,10 @@ pub struct SimOptions {
     pub gzip: bool,
     /// Seed of the first server (server i uses seed + i).
     pub seed: u64,
+    /// Pages each server remembers for [`SimServer::served`] (the newest; 0 keeps none, and
+    /// [`SimServer::last_page`] still gives the last one). Tests compare what was stored with
+    /// what was served.
+    pub keep_pages: usize,
 }
 
 impl Default for SimOptions {
@@ -44,6 +48,7 @@ impl Default for SimOptions {
             cycle_s: 600.0,
             gzip: false,
             seed: 1,
+            keep_pages: 0,
         }
     }
 }
@@ -61,34 +66,60 @@ pub struct ServedPage {
 pub struct SimServer {
     model: Mutex<VllmModel>,
     last: Mutex<Option<ServedPage>>,
+    keep: usize,
+    served: Mutex<std::collections::VecDeque<ServedPage>>,
+    count: std::sync::atomic::AtomicU64,
 }
 
 impl SimServer {
-    fn new(seed: u64, cycle_s: f64) -> Self {
+    fn new(seed: u64, cycle_s: f64, keep: usize) -> Self {
         SimServer {
             model: Mutex::new(VllmModel::new(seed, now_s(), cycle_s)),
             last: Mutex::new(None),
+            keep,
+            served: Mutex::new(std::collections::VecDeque::new()),
+            count: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
     /// Renders the page for now (advancing the workload) and remembers it.
     pub fn page(&self) -> Arc<String> {
         let now = now_s();
-        let body = {
-            let mut m = self.model.lock();
-            m.advance_to(now);
-            Arc::new(m.render())
-        };
-        *self.last.lock() = Some(ServedPage {
+        // render and record under the model's lock, so the log's order is the serving order
+        let mut m = self.model.lock();
+        m.advance_to(now);
+        let body = Arc::new(m.render());
+        let page = ServedPage {
             at: now,
             body: body.clone(),
-        });
+        };
+        if self.keep > 0 {
+            let mut log = self.served.lock();
+            if log.len() == self.keep {
+                log.pop_front();
+            }
+            log.push_back(page.clone());
+        }
+        *self.last.lock() = Some(page);
+        self.count
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        drop(m);
         body
     }
 
     /// The last page served.
     pub fn last_page(&self) -> Option<ServedPage> {
         self.last.lock().clone()
+    }
+
+    /// The newest pages served, oldest first (at most [`SimOptions::keep_pages`]).
+    pub fn served(&self) -> Vec<ServedPage> {
+        self.served.lock().iter().cloned().collect()
+    }
+
+    /// Pages served since the start.
+    pub fn pages_served(&self) -> u64 {
+        self.count.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Restarts the simulated process now (counters reset).
@@ -132,7 +163,11 @@ impl Simulator {
                 .map_err(|e| io::Error::new(e.kind(), format!("binding {host}:{p}: {e}")))?;
             addrs.push(l.local_addr()?);
             listeners.push(l);
-            servers.push(Arc::new(SimServer::new(opts.seed + i as u64, opts.cycle_s)));
+            servers.push(Arc::new(SimServer::new(
+                opts.seed + i as u64,
+                opts.cycle_s,
+                opts.keep_pages,
+            )));
         }
         let all = Arc::new(servers.clone());
         let mut tasks = vec![];
