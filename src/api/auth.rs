@@ -1,6 +1,7 @@
 //! Prometheus-style web configuration (`--web.config.file`): HTTP basic auth with bcrypt
-//! hashes. Every endpoint then requires a valid user; TLS settings are refused until inferdb
-//! serves TLS, so a configuration meant to encrypt never silently serves plain text.
+//! hashes (every endpoint then requires a valid user) and HTTPS from `tls_server_config`
+//! (see [`super::tls`]); settings inferdb cannot honour are refused at start, so a
+//! configuration meant to encrypt never silently serves plain text.
 
 use std::collections::{BTreeMap, HashSet};
 use std::hash::{BuildHasher, RandomState};
@@ -40,7 +41,7 @@ pub enum WebConfigError {
 #[serde(deny_unknown_fields)]
 struct RawWebConfig {
     #[serde(default)]
-    tls_server_config: Option<serde_yaml::Value>,
+    tls_server_config: Option<super::tls::TlsServerConfig>,
     #[serde(default)]
     http_server_config: Option<serde_yaml::Value>,
     #[serde(default)]
@@ -52,11 +53,20 @@ struct RawWebConfig {
 pub struct WebConfig {
     /// User name to bcrypt hash.
     pub basic_auth_users: BTreeMap<String, String>,
+    /// The TLS server settings, built; `None`: plain HTTP.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 impl WebConfig {
-    /// Parses the YAML text of a web configuration file.
+    /// Parses the YAML text of a web configuration file; files it names are read relative to
+    /// the current folder.
     pub fn parse(text: &str) -> Result<WebConfig, WebConfigError> {
+        Self::parse_in(text, Path::new("."))
+    }
+
+    /// Parses the YAML text of a web configuration file whose relative file names are taken
+    /// relative to `base`.
+    pub fn parse_in(text: &str, base: &Path) -> Result<WebConfig, WebConfigError> {
         let raw: RawWebConfig = if text.trim().is_empty() {
             RawWebConfig {
                 tls_server_config: None,
@@ -66,12 +76,10 @@ impl WebConfig {
         } else {
             serde_yaml::from_str(text).map_err(|e| WebConfigError::Yaml(e.to_string()))?
         };
-        if raw.tls_server_config.is_some() {
-            return Err(WebConfigError::Unsupported(
-                "tls_server_config: inferdb does not serve TLS yet; terminate TLS in a reverse proxy"
-                    .into(),
-            ));
-        }
+        let tls = match &raw.tls_server_config {
+            Some(t) => t.build(base)?,
+            None => None,
+        };
         if raw.http_server_config.is_some() {
             tracing::warn!("web configuration: http_server_config is ignored");
         }
@@ -82,6 +90,7 @@ impl WebConfig {
         }
         Ok(WebConfig {
             basic_auth_users: raw.basic_auth_users,
+            tls,
         })
     }
 
@@ -91,7 +100,7 @@ impl WebConfig {
             path: path.display().to_string(),
             source,
         })?;
-        Self::parse(&text)
+        Self::parse_in(&text, path.parent().unwrap_or(Path::new(".")))
     }
 }
 
@@ -193,7 +202,19 @@ mod tests {
         assert!(!auth.check(Some("Bearer x")));
         assert!(!auth.check(None));
         assert!(WebConfig::parse("basic_auth_users:\n  bob: plain\n").is_err());
-        assert!(WebConfig::parse("tls_server_config:\n  cert_file: a\n").is_err());
+        // a certificate file that is not there
+        assert!(WebConfig::parse(
+            "tls_server_config:\n  cert_file: /nonexistent/a\n  key_file: /nonexistent/b\n"
+        )
+        .is_err());
+        assert!(WebConfig::parse("tls_server_config:\n  bogus: 1\n").is_err());
+        // as Prometheus: no certificate and key, no TLS
+        assert!(
+            WebConfig::parse("tls_server_config:\n  min_version: TLS12\n")
+                .unwrap()
+                .tls
+                .is_none()
+        );
         assert!(WebConfig::parse("nonsense: 1\n").is_err());
         assert!(WebConfig::parse("").unwrap().basic_auth_users.is_empty());
     }

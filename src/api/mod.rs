@@ -12,6 +12,7 @@ pub mod error;
 pub mod json;
 pub mod params;
 pub mod router;
+pub mod tls;
 
 mod labels;
 mod metadata;

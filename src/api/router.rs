@@ -48,6 +48,8 @@ pub struct ApiConfig {
     pub config_yaml: String,
     /// Users allowed in (name to bcrypt hash); empty: no authentication.
     pub basic_auth_users: BTreeMap<String, String>,
+    /// HTTPS settings from the web configuration's `tls_server_config`; `None`: plain HTTP.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 impl Default for ApiConfig {
@@ -64,6 +66,7 @@ impl Default for ApiConfig {
             storage_retention: "15d".into(),
             config_yaml: String::new(),
             basic_auth_users: BTreeMap::new(),
+            tls: None,
         }
     }
 }
@@ -327,12 +330,16 @@ async fn root() -> &'static str {
     "inferdb: Prometheus-compatible HTTP API under /api/v1 (e.g. /api/v1/query?query=up)\n"
 }
 
-/// Serves the API on `listener` until `shutdown` completes.
+/// Serves the API on `listener` until `shutdown` completes: HTTPS when the configuration
+/// has TLS settings, plain HTTP otherwise.
 pub async fn serve(
     listener: TcpListener,
     state: ApiState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    if let Some(tls) = state.config().tls.clone() {
+        return super::tls::serve_tls(listener, router(state), tls, shutdown).await;
+    }
     axum::serve(listener, router(state))
         .with_graceful_shutdown(shutdown)
         .await

@@ -89,7 +89,8 @@ pub struct ServeArgs {
     /// The largest request body accepted, in bytes.
     #[arg(long = "web.max-request-bytes", value_name = "BYTES", default_value_t = 8 << 20)]
     pub max_request_bytes: usize,
-    /// A Prometheus web configuration file (basic_auth_users with bcrypt hashes).
+    /// A Prometheus web configuration file (basic_auth_users with bcrypt hashes,
+    /// tls_server_config for HTTPS).
     #[arg(long = "web.config.file", value_name = "FILE")]
     pub web_config_file: Option<PathBuf>,
     /// Allow POST /-/reload.
@@ -277,6 +278,11 @@ impl ServeArgs {
             "web.enable-remote-write-receiver".into(),
             self.enable_remote_write_receiver.to_string(),
         );
+        let web = match &self.web_config_file {
+            Some(p) => crate::api::auth::WebConfig::load(p)
+                .with_context(|| format!("--web.config.file {}", p.display()))?,
+            None => crate::api::auth::WebConfig::default(),
+        };
         Ok(ApiConfig {
             listen,
             query_timeout: Duration::from_millis(timeout_ms.max(1) as u64),
@@ -288,14 +294,8 @@ impl ServeArgs {
             flags,
             storage_retention: self.retention_time.clone(),
             config_yaml: String::new(),
-            basic_auth_users: match &self.web_config_file {
-                Some(p) => {
-                    crate::api::auth::WebConfig::load(p)
-                        .with_context(|| format!("--web.config.file {}", p.display()))?
-                        .basic_auth_users
-                }
-                None => BTreeMap::new(),
-            },
+            basic_auth_users: web.basic_auth_users,
+            tls: web.tls,
         })
     }
 
@@ -488,8 +488,13 @@ impl ServeArgs {
         let listener = tokio::net::TcpListener::bind(listen)
             .await
             .with_context(|| format!("listening on {listen}"))?;
-        tracing::info!("inferdb API on http://{}", listener.local_addr()?);
-        eprintln!("inferdb serving on http://{}", listener.local_addr()?);
+        let scheme = if state.config().tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        tracing::info!("inferdb API on {scheme}://{}", listener.local_addr()?);
+        eprintln!("inferdb serving on {scheme}://{}", listener.local_addr()?);
         let served = api::serve(listener, state, shutdown_signal()).await;
         tracing::info!("shutting down");
         let _ = stop_tx.send(true);
