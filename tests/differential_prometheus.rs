@@ -265,8 +265,47 @@ fn gen_openmetrics(t0: i64, n: usize, models: &[&str; 2]) -> String {
             }
         }
     }
+    gen_dcgm(&mut o, t0, n);
     o.push_str("# EOF\n");
     o
+}
+
+/// dcgm-exporter gauges for the provisioned dashboard's GPU panels: two hosts with two GPUs
+/// each, scraped every 15 s like the vLLM servers (off second boundaries too).
+fn gen_dcgm(o: &mut String, t0: i64, n: usize) {
+    const HOSTS: [(&str, i64); 2] = [("gpu-node-1:9400", 625), ("gpu-node-2:9400", 875)];
+    const FIELDS: [&str; 7] = [
+        "DCGM_FI_DEV_GPU_UTIL",
+        "DCGM_FI_DEV_FB_USED",
+        "DCGM_FI_DEV_FB_FREE",
+        "DCGM_FI_DEV_FB_RESERVED",
+        "DCGM_FI_DEV_POWER_USAGE",
+        "DCGM_FI_DEV_GPU_TEMP",
+        "DCGM_FI_DEV_MEMORY_TEMP",
+    ];
+    for (f, name) in FIELDS.iter().enumerate() {
+        writeln!(o, "# TYPE {name} gauge").unwrap();
+        for (h, (host, off)) in HOSTS.iter().enumerate() {
+            for gpu in 0..2u64 {
+                let lbl = format!(
+                    "Hostname=\"node{h}\",UUID=\"GPU-{h}{gpu}\",gpu=\"{gpu}\",instance=\"{host}\",job=\"dcgm\",modelName=\"NVIDIA H100 80GB HBM3\""
+                );
+                for i in 0..n {
+                    let r = rnd(500 + f as u64, h as u64 * 2 + gpu, i as u64);
+                    let v = match f {
+                        0 => (r % 101) as f64,
+                        1 => (20_000 + r % 60_000) as f64,
+                        2 => (81_559 - 20_000 - (r % 60_000).min(61_000)) as f64,
+                        3 => 512.0,
+                        4 => 100.0 + (r % 6_000) as f64 / 10.0,
+                        _ => (30 + r % 50) as f64,
+                    };
+                    let t = om_ts(t0 + i as i64 * SCRAPE + off);
+                    writeln!(o, "{name}{{{lbl}}} {v} {t}").unwrap();
+                }
+            }
+        }
+    }
 }
 
 /// A child process killed when dropped.
@@ -1050,6 +1089,307 @@ fn grafana_requests_against_prometheus() {
     assert!(
         mismatches.is_empty(),
         "{} of {total} Grafana requests differ from Prometheus:\n{}",
+        mismatches.len(),
+        mismatches.join("\n\n")
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// the provisioned dashboard (deploy/grafana/dashboards/vllm.json), as Grafana sends it
+
+/// Grafana's `RoundInterval` (SDK `gtime`), milliseconds.
+fn grafana_round_interval(ms: i64) -> i64 {
+    const S: i64 = 1000;
+    const M: i64 = 60 * S;
+    const H: i64 = 60 * M;
+    const TABLE: [(i64, i64); 28] = [
+        (10, 1),
+        (15, 10),
+        (35, 20),
+        (75, 50),
+        (150, 100),
+        (350, 200),
+        (750, 500),
+        (1500, S),
+        (3500, 2 * S),
+        (7500, 5 * S),
+        (12500, 10 * S),
+        (17500, 15 * S),
+        (25000, 20 * S),
+        (45000, 30 * S),
+        (90 * S, M),
+        (210 * S, 2 * M),
+        (450 * S, 5 * M),
+        (750 * S, 10 * M),
+        (1050 * S, 15 * M),
+        (1500 * S, 20 * M),
+        (2700 * S, 30 * M),
+        (90 * M, H),
+        (150 * M, 2 * H),
+        (270 * M, 3 * H),
+        (9 * H, 6 * H),
+        (24 * H, 12 * H),
+        (48 * H, 24 * H),
+        (168 * H, 24 * H),
+    ];
+    TABLE
+        .iter()
+        .find(|(upper, _)| ms <= *upper)
+        .map(|(_, r)| *r)
+        .unwrap_or(7 * 24 * H)
+}
+
+/// `$__interval` as Grafana writes it: one unit, integer division.
+fn grafana_format_interval(ms: i64) -> String {
+    const UNITS: [(i64, &str); 5] = [
+        (365 * 24 * 3_600_000, "y"),
+        (24 * 3_600_000, "d"),
+        (3_600_000, "h"),
+        (60_000, "m"),
+        (1000, "s"),
+    ];
+    for (u, name) in UNITS {
+        if ms >= u {
+            return format!("{}{name}", ms / u);
+        }
+    }
+    format!("{ms}ms")
+}
+
+/// A Go `time.Duration` string (`1m0s`, `2m15s`, `1h0m0s`) for whole seconds.
+fn go_duration(ms: i64) -> String {
+    let s = ms / 1000;
+    let (h, m, s) = (s / 3600, s / 60 % 60, s % 60);
+    if h > 0 {
+        format!("{h}h{m}m{s}s")
+    } else if m > 0 {
+        format!("{m}m{s}s")
+    } else {
+        format!("{s}s")
+    }
+}
+
+/// Grafana's regex escaping of one value of a multi-value variable.
+fn grafana_regex_escape(v: &str) -> String {
+    let mut o = String::new();
+    for c in v.chars() {
+        if "$^*{}[]+?.()|\\".contains(c) {
+            o.push_str("\\\\");
+        }
+        o.push(c);
+    }
+    o
+}
+
+/// A multi-value variable's text: the all-value, one escaped value, or `(a|b)`.
+fn grafana_multi(values: Option<&[&str]>) -> String {
+    match values {
+        None => ".*".to_string(),
+        Some([one]) => grafana_regex_escape(one),
+        Some(vs) => format!(
+            "({})",
+            vs.iter()
+                .map(|v| grafana_regex_escape(v))
+                .collect::<Vec<_>>()
+                .join("|")
+        ),
+    }
+}
+
+/// One dashboard view: a time range ending at `now`, the variables' selections (`None`: All),
+/// and a panel-width override of `maxDataPoints`.
+struct View {
+    name: &'static str,
+    now: i64,
+    range_ms: i64,
+    model_name: Option<&'static [&'static str]>,
+    instance: Option<&'static [&'static str]>,
+    gpu_instance: Option<&'static [&'static str]>,
+    max_data_points: Option<i64>,
+}
+
+/// Every range query of the provisioned dashboard: (panel title, expr, panel maxDataPoints).
+fn provisioned_targets() -> Vec<(String, String, i64)> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/grafana/dashboards/vllm.json");
+    let d: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let mut out = Vec::new();
+    fn walk(ps: &Value, out: &mut Vec<(String, String, i64)>) {
+        for p in ps.as_array().into_iter().flatten() {
+            walk(&p["panels"], out);
+            // Grafana's default maxDataPoints is the panel's width in pixels; a 24-column
+            // dashboard on a 1920 px screen
+            let width = p["gridPos"]["w"].as_i64().unwrap_or(12) * 1900 / 24;
+            let mdp = p["maxDataPoints"].as_i64().unwrap_or(width);
+            for t in p["targets"].as_array().into_iter().flatten() {
+                if let Some(e) = t["expr"].as_str() {
+                    let title = p["title"].as_str().unwrap_or_default().to_string();
+                    out.push((title, e.to_string(), mdp));
+                }
+            }
+        }
+    }
+    walk(&d["panels"], &mut out);
+    out
+}
+
+#[test]
+fn provisioned_dashboard_against_prometheus() {
+    let targets = provisioned_targets();
+    assert!(targets.len() >= 25, "{} dashboard queries", targets.len());
+    let Some(p) = setup(T0, N, &MODELS) else {
+        return;
+    };
+    const SCRAPE_MS: i64 = 15_000; // the datasource's timeInterval
+    let views = [
+        View {
+            name: "default: last 1h, all",
+            now: T0 + 230 * 60_000 + 12_345,
+            range_ms: 3_600_000,
+            model_name: None,
+            instance: None,
+            gpu_instance: None,
+            max_data_points: None,
+        },
+        View {
+            name: "last 3h, one model, two instances, one GPU host",
+            now: T0 + 238 * 60_000 + 51_512,
+            range_ms: 3 * 3_600_000,
+            model_name: Some(&["llama-3-8b"]),
+            instance: Some(&["10.0.0.1:8000", "10.0.0.2:8000"]),
+            gpu_instance: Some(&["gpu-node-2:9400"]),
+            max_data_points: None,
+        },
+        View {
+            name: "last 2h, narrow panels (step 2m, rate interval 2m15s), the other model",
+            now: T0 + 200 * 60_000 + 7_001,
+            range_ms: 2 * 3_600_000,
+            model_name: Some(&["qwen-7b"]),
+            instance: None,
+            gpu_instance: None,
+            max_data_points: Some(50),
+        },
+    ];
+    let mut total = 0;
+    let mut with_data = 0;
+    let mut mismatches = Vec::new();
+    let mut rate_intervals = std::collections::BTreeSet::new();
+    for v in &views {
+        let from = v.now - v.range_ms;
+        for (title, expr, mdp) in &targets {
+            let mdp = v.max_data_points.unwrap_or(*mdp);
+            // frontend: intervalMs, raised to the scrape interval
+            let interval_ms = grafana_round_interval(v.range_ms / mdp).max(SCRAPE_MS);
+            // backend: the step
+            let calculated = v.range_ms / mdp;
+            let step_ms = if calculated < interval_ms {
+                interval_ms
+            } else {
+                grafana_round_interval(calculated)
+            }
+            .max(grafana_round_interval(v.range_ms / 11_000));
+            let rate_ms = (interval_ms + SCRAPE_MS).max(4 * SCRAPE_MS);
+            rate_intervals.insert(go_duration(rate_ms));
+            let q = expr
+                .replace("$__rate_interval", &go_duration(rate_ms))
+                .replace("$__interval", &grafana_format_interval(step_ms))
+                .replace("$model_name", &grafana_multi(v.model_name))
+                .replace("$gpu_instance", &grafana_multi(v.gpu_instance))
+                .replace("$instance", &grafana_multi(v.instance));
+            assert!(!q.contains('$'), "unsubstituted variable in {q}");
+            // AlignTimeRange: both ends down to a multiple of the step (UTC browser)
+            let start = from.div_euclid(step_ms) * step_ms;
+            let end = v.now.div_euclid(step_ms) * step_ms;
+            // the form as Go's url.Values.Encode writes it: keys sorted
+            let form = [
+                ("end", (end / 1000).to_string()),
+                ("query", q.clone()),
+                ("start", (start / 1000).to_string()),
+                ("step", (step_ms / 1000).to_string()),
+            ];
+            let a = p
+                .client
+                .post(&format!("{}/api/v1/query_range", p.prom), &form);
+            let b = p
+                .client
+                .post(&format!("{}/api/v1/query_range", p.idb), &form);
+            total += 1;
+            if a.0 == 200 && !a.1.contains("\"result\":[]") {
+                with_data += 1;
+            }
+            if let Err(why) = compare(&q, true, &a, &b) {
+                mismatches.push(format!(
+                    "[{}] {title}: {q} step={}\n  why: {why}\n  prometheus ({}): {}\n  inferdb ({}): {}",
+                    v.name,
+                    step_ms / 1000,
+                    a.0,
+                    short(&a.1),
+                    b.0,
+                    short(&b.1)
+                ));
+            }
+        }
+        // the template variables' queries (Grafana 12.1+: label values with match[], snapped
+        // to the minute)
+        let snap_start = (from / 60_000 * 60_000 / 1000).to_string();
+        let snap_end = ((v.now + 59_999) / 60_000 * 60_000 / 1000).to_string();
+        for (label, matcher) in [
+            ("model_name", "vllm:num_requests_running".to_string()),
+            (
+                "instance",
+                format!(
+                    "vllm:num_requests_running{{model_name=~\"{}\"}}",
+                    grafana_multi(v.model_name)
+                ),
+            ),
+            ("instance", "DCGM_FI_DEV_GPU_UTIL".to_string()),
+        ] {
+            let enc = form_urlencoded::Serializer::new(String::new())
+                .extend_pairs([
+                    ("end", snap_end.as_str()),
+                    ("match[]", matcher.as_str()),
+                    ("start", snap_start.as_str()),
+                ])
+                .finish();
+            let path = format!("/api/v1/label/{label}/values");
+            let a = p
+                .client
+                .send(p.client.http.get(format!("{}{path}?{enc}", p.prom)));
+            let b = p
+                .client
+                .send(p.client.http.get(format!("{}{path}?{enc}", p.idb)));
+            total += 1;
+            if a.0 == 200 && !a.1.contains("\"data\":[]") {
+                with_data += 1;
+            }
+            if let Err(why) = compare_meta(&path, &a, &b) {
+                mismatches.push(format!(
+                    "[{}] variable {label} ({matcher})\n  why: {why}\n  prometheus: {}\n  inferdb: {}",
+                    v.name,
+                    short(&a.1),
+                    short(&b.1)
+                ));
+            }
+        }
+    }
+    let _ = writeln!(
+        std::io::stderr(),
+        "differential (provisioned dashboard): {total} requests over {} views, {} with data, {} differ; rate intervals {rate_intervals:?}",
+        views.len(),
+        with_data,
+        mismatches.len()
+    );
+    for m in &mismatches {
+        eprintln!("MISMATCH {m}\n");
+    }
+    // every panel has data in every view: a vacuous comparison would pass too easily
+    assert!(
+        with_data * 10 >= total * 9,
+        "{with_data} of {total} answers hold data"
+    );
+    assert!(rate_intervals.contains("2m15s"), "{rate_intervals:?}");
+    assert!(
+        mismatches.is_empty(),
+        "{} of {total} dashboard requests differ from Prometheus:\n{}",
         mismatches.len(),
         mismatches.join("\n\n")
     );
