@@ -29,7 +29,15 @@ pub(crate) async fn handle(
     let limit = number(&params, "limit")?;
     let per_metric = number(&params, "limit_per_metric")?;
     let only = params.get("metric").map(str::to_string);
-    let all = state.scrape().metadata();
+    let mut all = state.scrape().metadata();
+    if let Some(r) = state.remote() {
+        all.extend(r.metadata().into_iter().map(|m| super::MetricMetadata {
+            metric: m.metric,
+            typ: m.typ.to_string(),
+            help: m.help,
+            unit: m.unit,
+        }));
+    }
     // family -> distinct (type, help, unit)
     let mut by_family: BTreeMap<String, BTreeSet<(String, String, String)>> = BTreeMap::new();
     for m in all {

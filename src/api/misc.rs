@@ -143,6 +143,9 @@ pub(crate) async fn metrics(State(state): State<ApiState>) -> Response {
     );
     crate::metrics::render_into(&mut out);
     out.push_str(&state.scrape().self_metrics());
+    if let Some(r) = state.remote() {
+        out.push_str(&r.self_metrics());
+    }
     let mut r = (StatusCode::OK, out).into_response();
     r.headers_mut().insert(
         header::CONTENT_TYPE,

@@ -19,9 +19,11 @@ mod metadata;
 mod misc;
 mod query;
 mod query_range;
+mod read;
 mod series;
 mod status;
 mod targets;
+mod write;
 
 use std::time::{Duration, Instant};
 

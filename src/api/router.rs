@@ -86,6 +86,7 @@ struct Inner {
     metrics: HttpMetrics,
     start_time: SystemTime,
     ready: AtomicBool,
+    remote: std::sync::OnceLock<Arc<crate::remote::receiver::RemoteStore>>,
 }
 
 /// The state shared by every handler (cheap to clone).
@@ -111,6 +112,7 @@ impl ApiState {
                 metrics: HttpMetrics::default(),
                 start_time: SystemTime::now(),
                 ready: AtomicBool::new(true),
+                remote: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -134,6 +136,16 @@ impl ApiState {
 
     pub(crate) fn start_time(&self) -> SystemTime {
         self.inner.start_time
+    }
+
+    /// Attaches the remote-write receiver and remote-read source (`/api/v1/write`,
+    /// `/api/v1/read`); without one both answer 404. Only the first call takes effect.
+    pub fn set_remote(&self, remote: Arc<crate::remote::receiver::RemoteStore>) {
+        let _ = self.inner.remote.set(remote);
+    }
+
+    pub(crate) fn remote(&self) -> Option<&Arc<crate::remote::receiver::RemoteStore>> {
+        self.inner.remote.get()
     }
 
     /// Marks the server ready or not (`/-/ready`); e.g. not ready while replaying the WAL.
@@ -251,6 +263,8 @@ fn handler_name(path: &str) -> String {
         "/api/v1/status/config",
         "/api/v1/status/tsdb",
         "/api/v1/status/walreplay",
+        "/api/v1/write",
+        "/api/v1/read",
         "/-/healthy",
         "/-/ready",
         "/-/reload",
@@ -274,6 +288,7 @@ async fn not_found() -> Response {
 /// and request accounting.
 pub fn router(state: ApiState) -> Router {
     use super::{labels, metadata, misc, query, query_range, series, status, targets};
+    use super::{read, write};
     let api = Router::new()
         .route("/query", get(query::handle).post(query::handle))
         .route(
@@ -301,7 +316,9 @@ pub fn router(state: ApiState) -> Router {
         .route("/status/flags", get(status::flags))
         .route("/status/config", get(status::config))
         .route("/status/tsdb", get(status::tsdb))
-        .route("/status/walreplay", get(status::walreplay));
+        .route("/status/walreplay", get(status::walreplay))
+        .route("/write", post(write::handle))
+        .route("/read", post(read::handle));
     let auth = (!state.config().basic_auth_users.is_empty()).then(|| {
         Arc::new(super::auth::BasicAuth::new(
             state.config().basic_auth_users.clone(),

@@ -485,6 +485,17 @@ impl ServeArgs {
             },
         );
         let state = ApiState::new(Arc::new(backend), view, api_cfg);
+        state.set_remote(Arc::new(crate::remote::receiver::RemoteStore::new(
+            db.clone(),
+            crate::remote::receiver::RemoteOptions {
+                write_enabled: self.enable_remote_write_receiver
+                    || self
+                        .ignored
+                        .iter()
+                        .any(|v| v.split(',').any(|f| f == "remote-write-receiver")),
+                ..Default::default()
+            },
+        )));
         let listener = tokio::net::TcpListener::bind(listen)
             .await
             .with_context(|| format!("listening on {listen}"))?;

@@ -5,4 +5,6 @@
 pub mod codec;
 pub mod config;
 pub mod proto;
+pub mod receiver;
+pub mod wire;
 pub mod sender;
