@@ -37,17 +37,16 @@ pub(crate) fn query_options(state: &ApiState, params: &Params) -> Result<QueryOp
     Ok(opts)
 }
 
-/// The query parameter, parsed to check it (parse errors are `bad_data`).
+/// Parses `query` to check it (parse errors are `bad_data`). Runs inside the query slot, on
+/// the blocking pool: a huge regex can take seconds to compile and must neither hold up the
+/// async runtime nor escape the query timeout and concurrency limit.
 pub(crate) fn checked_query(
-    state: &ApiState,
-    params: &Params,
-) -> Result<(String, super::ExprType), ApiError> {
-    let q = params.get("query").unwrap_or("").to_string();
-    let typ = state
-        .backend()
-        .check_query(&q)
-        .map_err(|e| ApiError::invalid_param("query", e))?;
-    Ok((q, typ))
+    backend: &dyn super::ApiBackend,
+    query: &str,
+) -> Result<super::ExprType, ApiError> {
+    backend
+        .check_query(query)
+        .map_err(|e| ApiError::invalid_param("query", e))
 }
 
 /// Handles GET and POST `/api/v1/query`.
@@ -58,10 +57,13 @@ pub(crate) async fn handle(
     let limit = params.limit()?;
     let t = params.time_or("time", now_ms())?;
     let opts = query_options(&state, &params)?;
-    let (query, _) = checked_query(&state, &params)?;
+    let query = params.get("query").unwrap_or("").to_string();
     let (timeout, cancel) = (opts.timeout, opts.cancel.clone());
     let mut out = state
-        .run_blocking(timeout, cancel, move |b| b.instant_query(&query, t, &opts))
+        .run_blocking(timeout, cancel, move |b| {
+            checked_query(b, &query)?;
+            b.instant_query(&query, t, &opts)
+        })
         .await?;
     if out.value.truncate(limit) {
         out.warnings.push("results truncated due to limit".into());

@@ -40,19 +40,20 @@ pub(crate) async fn handle(
     }
     let step_ms = (step_ns / 1_000_000).max(1);
     let opts = query_options(&state, &params)?;
-    let (query, typ) = checked_query(&state, &params)?;
-    if !matches!(typ, ExprType::Scalar | ExprType::Vector) {
-        return Err(ApiError::invalid_param(
-            "query",
-            format!(
-                "invalid expression type {:?} for range query, must be Scalar or instant Vector",
-                typ.describe()
-            ),
-        ));
-    }
+    let query = params.get("query").unwrap_or("").to_string();
     let (timeout, cancel) = (opts.timeout, opts.cancel.clone());
     let mut out = state
         .run_blocking(timeout, cancel, move |b| {
+            let typ = checked_query(b, &query)?;
+            if !matches!(typ, ExprType::Scalar | ExprType::Vector) {
+                return Err(ApiError::invalid_param(
+                    "query",
+                    format!(
+                        "invalid expression type {:?} for range query, must be Scalar or instant Vector",
+                        typ.describe()
+                    ),
+                ));
+            }
             b.range_query(&query, start, end, step_ms, &opts)
         })
         .await?;
