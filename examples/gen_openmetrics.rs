@@ -1,16 +1,63 @@
 //! Writes an OpenMetrics file of simulated vLLM servers with timestamps, for the import and
-//! export benchmarks (`benches/export.sh`) and for comparing with promtool.
+//! export benchmarks (`benches/export.sh`, `benches/compare_import_promtool.sh`) and the
+//! differential test of imported history against Prometheus (`tests/cli_import_differential.rs`,
+//! which includes this file as a module and calls [`generate`]).
 //!
-//! `cargo run --release --example gen_openmetrics -- OUT [SERVERS=8] [HOURS=24] [STEP_S=15]`
+//! `cargo run --release --example gen_openmetrics -- OUT [SERVERS=8] [HOURS=24] [STEP_S=15] [OFFSET_MS=0]`
 //!
-//! Families come one after the other, each series' samples in time order, as OpenMetrics
-//! requires; counters are declared without their `_total` suffix.
+//! Server `s` (`instance="vllm-<s>:8000"`) is a [`VllmModel`] seeded with `1000 + s` whose load
+//! cycles every 30 minutes (the process restarts once a cycle, so counters reset). Scrapes
+//! start at 2026-12-01T00:00:00Z plus `OFFSET_MS` and come every `STEP_S` seconds. Families
+//! come one after the other, each series' samples in time order, as OpenMetrics requires;
+//! counters are declared without their `_total` suffix.
 
 use std::collections::HashMap;
 use std::io::Write;
 
 use inferdb::scrape::exposition::{self, Entry, Format, MetricType};
 use inferdb::sim::VllmModel;
+
+/// 2026-12-01T00:00:00Z in Unix seconds.
+pub const DEFAULT_START_S: i64 = 1_796_083_200;
+
+/// What to generate.
+#[derive(Debug, Clone)]
+pub struct GenOptions {
+    /// Simulated servers.
+    pub servers: u64,
+    /// Hours of history.
+    pub hours: f64,
+    /// Seconds between scrapes.
+    pub step_s: f64,
+    /// First scrape, Unix seconds.
+    pub start_s: i64,
+    /// Milliseconds added to every timestamp (the simulation itself runs on the plain grid).
+    pub offset_ms: i64,
+}
+
+impl Default for GenOptions {
+    fn default() -> Self {
+        GenOptions {
+            servers: 8,
+            hours: 24.0,
+            step_s: 15.0,
+            start_s: DEFAULT_START_S,
+            offset_ms: 0,
+        }
+    }
+}
+
+/// What was generated.
+#[derive(Debug, Clone, Default)]
+pub struct GenStats {
+    /// Series written.
+    pub series: usize,
+    /// Sample lines written.
+    pub samples: u64,
+    /// Metric families, with their type (`counter`, `gauge`, `histogram`, ...) and the series
+    /// texts (`name{labels}`) of each.
+    pub families: Vec<(String, String, Vec<String>)>,
+}
 
 fn val(v: f64) -> String {
     if v.is_nan() {
@@ -37,14 +84,11 @@ struct Family {
     series: Vec<usize>,
 }
 
-fn main() -> std::io::Result<()> {
-    let args: Vec<String> = std::env::args().collect();
-    let out = args.get(1).cloned().unwrap_or_else(|| "vllm-24h.om".into());
-    let servers: u64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(8);
-    let hours: f64 = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(24.0);
-    let step: f64 = args.get(4).and_then(|s| s.parse().ok()).unwrap_or(15.0);
-    let start = 1_796_083_200.0; // 2026-12-01T00:00:00Z
-    let n = (hours * 3600.0 / step) as usize;
+/// Simulates the servers and writes the OpenMetrics text to `w`. The samples are held in
+/// memory until written (16 bytes each), since OpenMetrics wants each family in one piece.
+pub fn generate(w: &mut dyn Write, o: &GenOptions) -> std::io::Result<GenStats> {
+    let start = o.start_s as f64;
+    let n = (o.hours * 3600.0 / o.step_s) as usize;
 
     let mut families: Vec<Family> = Vec::new();
     let mut fam_index: HashMap<String, usize> = HashMap::new();
@@ -52,14 +96,14 @@ fn main() -> std::io::Result<()> {
     let mut series_index: HashMap<String, usize> = HashMap::new();
     let mut samples: Vec<Vec<(i64, f64)>> = Vec::new();
 
-    for s in 0..servers {
+    for s in 0..o.servers {
         let inst = format!("vllm-{s}:8000");
         let mut m = VllmModel::new(1000 + s, start - 600.0, 1800.0);
         for i in 0..n {
-            let t = start + i as f64 * step;
+            let t = start + i as f64 * o.step_s;
             m.advance_to(t);
             let page = m.render();
-            let tms = (t * 1000.0).round() as i64;
+            let tms = (t * 1000.0).round() as i64 + o.offset_ms;
             let mut fam = usize::MAX;
             for e in exposition::parse(&page, Format::PromText) {
                 match e {
@@ -113,9 +157,11 @@ fn main() -> std::io::Result<()> {
             }
         }
     }
-    let f = std::fs::File::create(&out)?;
-    let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
-    let mut total = 0u64;
+    let mut st = GenStats {
+        series: series_text.len(),
+        ..Default::default()
+    };
+    let mut line = String::with_capacity(256);
     for fam in &families {
         writeln!(w, "# TYPE {} {}", fam.name, fam.kind.as_str())?;
         if !fam.help.is_empty() {
@@ -123,23 +169,52 @@ fn main() -> std::io::Result<()> {
         }
         for &i in &fam.series {
             for &(t, v) in &samples[i] {
-                writeln!(
-                    w,
+                use std::fmt::Write as _;
+                line.clear();
+                let _ = writeln!(
+                    line,
                     "{} {} {}.{:03}",
                     series_text[i],
                     val(v),
-                    t / 1000,
-                    t % 1000
-                )?;
-                total += 1;
+                    t.div_euclid(1000),
+                    t.rem_euclid(1000)
+                );
+                w.write_all(line.as_bytes())?;
+                st.samples += 1;
             }
         }
+        st.families.push((
+            fam.name.clone(),
+            fam.kind.as_str().to_string(),
+            fam.series.iter().map(|&i| series_text[i].clone()).collect(),
+        ));
     }
     writeln!(w, "# EOF")?;
     w.flush()?;
+    Ok(st)
+}
+
+#[allow(dead_code)]
+fn main() -> std::io::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    let out = args.get(1).cloned().unwrap_or_else(|| "vllm-24h.om".into());
+    let d = GenOptions::default();
+    let o = GenOptions {
+        servers: args
+            .get(2)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(d.servers),
+        hours: args.get(3).and_then(|s| s.parse().ok()).unwrap_or(d.hours),
+        step_s: args.get(4).and_then(|s| s.parse().ok()).unwrap_or(d.step_s),
+        offset_ms: args.get(5).and_then(|s| s.parse().ok()).unwrap_or(0),
+        ..d
+    };
+    let f = std::fs::File::create(&out)?;
+    let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
+    let st = generate(&mut w, &o)?;
     eprintln!(
-        "{out}: {} series, {total} samples, {servers} servers x {hours} h every {step} s",
-        series_text.len()
+        "{out}: {} series, {} samples, {} servers x {} h every {} s (+{} ms)",
+        st.series, st.samples, o.servers, o.hours, o.step_s, o.offset_ms
     );
     Ok(())
 }

@@ -70,6 +70,7 @@ impl ImportArgs {
             } else {
                 Format::OpenMetrics
             },
+            ..ImportOptions::default()
         };
         let started = std::time::Instant::now();
         match import_files(&a.data_dir, &a.files, &opts) {

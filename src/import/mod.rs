@@ -1,24 +1,37 @@
 //! Backfilling history from OpenMetrics text files into blocks, like
 //! `promtool tsdb create-blocks-from openmetrics`.
 //!
-//! [`import_files`] works in two phases so that nothing is half-imported:
+//! [`import_files`] streams: memory stays bounded whatever the size of the input (it grows
+//! with the number of series, not of samples), and nothing is half-imported.
 //!
-//! 1. **Parse and validate** every file completely (memory-mapped, parsed with
-//!    [`crate::scrape::exposition`]). Each sample must carry a timestamp and valid labels; the
-//!    samples are encoded straight into compressed chunks, one run per series and block range
-//!    (2 h by default, aligned to multiples of the block duration since the epoch). Problems
-//!    are collected with file and line number; if there is any, the import stops here and
-//!    nothing is written.
-//! 2. **Write** one block per block range into a staging folder `<data>/import-<id>.tmp`
-//!    through the storage crate's [`BlockWriter`], then rename every finished block into the
-//!    data folder. A crash before the renames leaves only the staging folder, which the next
-//!    open of the database removes.
+//! 1. **Parse pass.** Every file is read once (memory-mapped, parsed with
+//!    [`crate::scrape::exposition`]). Each sample must carry a timestamp and valid labels and
+//!    must not repeat the previous sample's timestamp with another value; problems are
+//!    collected with file and line number. Samples are encoded straight into compressed
+//!    chunks, one open chunk per series, cut at 120 samples and at block-range boundaries
+//!    (2 h by default, aligned to multiples of the block duration since the epoch). Finished
+//!    chunks go to a [`spill::Spill`]: a bounded buffer per block range, appended to one file
+//!    per range in the staging folder `<data>/import-<id>.tmp` when the buffer is full.
+//!    A sample older than its series' previous one starts a new chunk.
+//! 2. **Write pass** (only when the parse pass found no problem). For each block range, its
+//!    chunks are read back and grouped by series; chunks of a series that overlap in time
+//!    (out-of-order input) are decoded, merged, checked for conflicting duplicates and
+//!    encoded again. Each range becomes one block, written into the staging folder through
+//!    the storage crate's [`BlockWriter`] (fsynced). Only when every block is written are they
+//!    renamed into the data folder. A crash before the renames leaves only the staging
+//!    folder, which the next open of the database removes.
+//!
+//! Memory: the series' labels and open chunks, the spill buffer
+//! ([`ImportOptions::spill_buffer_bytes`], 32 MiB by default) and, while a block is written,
+//! that block range's chunks. A dry run spills into the system's temporary folder.
 //!
 //! Imported blocks may overlap the head or other blocks; the querier merges overlapping data.
-//! The database's lock is held while writing, so a running `inferdb serve` on the same folder
+//! The database's lock is held while importing, so a running `inferdb serve` on the same folder
 //! makes the import fail with a clear error (stop it first; it picks the blocks up on restart).
 
-use std::collections::{BTreeSet, HashMap};
+pub mod spill;
+
+use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -27,6 +40,8 @@ use inferdb_storage::chunk::{self, ChunkWriter};
 use inferdb_storage::{Db, Label, Labels, Options};
 
 use crate::scrape::exposition::{Entry, Format, Parser};
+
+use spill::Spill;
 
 /// Files at least this large get a progress bar (when stderr is a terminal).
 pub const PROGRESS_MIN_BYTES: u64 = 4 << 20;
@@ -46,6 +61,9 @@ pub struct ImportOptions {
     /// The text format of the files (OpenMetrics by default; Prometheus text 0.0.4 with
     /// integer millisecond timestamps also works).
     pub format: Format,
+    /// Bytes of finished chunks buffered in memory before they are written to the staging
+    /// folder's spill files.
+    pub spill_buffer_bytes: usize,
 }
 
 impl Default for ImportOptions {
@@ -55,6 +73,7 @@ impl Default for ImportOptions {
             block_duration_ms: 2 * 3600 * 1000,
             progress: true,
             format: Format::OpenMetrics,
+            spill_buffer_bytes: spill::DEFAULT_BUFFER_BYTES,
         }
     }
 }
@@ -122,111 +141,130 @@ pub struct ImportStats {
     pub blocks: Vec<BlockMeta>,
 }
 
-/// One series being accumulated.
-struct Acc {
+/// One series of the input.
+struct SeriesState {
     labels: Labels,
-    /// Finished chunks with their block-range index, in time order unless `loose` is used.
-    done: Vec<(i64, Vec<u8>)>,
+    /// The open chunk (samples in increasing time order).
     cur: ChunkWriter,
     cur_range: i64,
+    /// The last sample appended, `None` before the first.
     last: Option<(i64, f64)>,
-    /// Samples that came out of time order; merged at the end.
-    loose: Vec<(i64, f64)>,
 }
 
-impl Acc {
+impl SeriesState {
     fn new(labels: Labels) -> Self {
-        Acc {
+        SeriesState {
             labels,
-            done: Vec::new(),
             cur: ChunkWriter::new(),
             cur_range: i64::MIN,
             last: None,
-            loose: Vec::new(),
         }
     }
 
-    fn cut(&mut self) {
-        if !self.cur.is_empty() {
-            let c = std::mem::take(&mut self.cur);
-            self.done.push((self.cur_range, c.finish()));
+    /// Hands the open chunk to the spill store.
+    fn cut(&mut self, idx: u32, spill: &mut Spill) -> std::io::Result<()> {
+        if self.cur.is_empty() {
+            return Ok(());
         }
+        let bytes = self.cur.finish();
+        spill.push(
+            self.cur_range,
+            idx,
+            self.cur.min_time(),
+            self.cur.max_time(),
+            &bytes,
+        )?;
+        self.cur = ChunkWriter::new();
+        Ok(())
     }
 
-    /// Adds a sample; `Err` with a reason for a conflicting duplicate, `Ok(false)` for an
-    /// exact duplicate that was dropped.
-    fn add(&mut self, t: i64, v: f64, bd: i64) -> Result<bool, String> {
+    /// Adds a sample: `Ok(false)` for an exact repeat of the previous sample (dropped), `Err`
+    /// with a reason when the previous sample has the same timestamp and another value. A
+    /// sample older than the previous one starts a new chunk; overlapping chunks are merged
+    /// when their block is written.
+    fn add(
+        &mut self,
+        idx: u32,
+        t: i64,
+        v: f64,
+        bd: i64,
+        spill: &mut Spill,
+    ) -> Result<bool, AddError> {
         if let Some((lt, lv)) = self.last {
             if t == lt {
                 if lv.to_bits() == v.to_bits() {
                     return Ok(false);
                 }
-                return Err(format!(
+                return Err(AddError::Conflict(format!(
                     "duplicate sample for timestamp {t} with a different value ({lv} then {v})"
-                ));
+                )));
             }
             if t < lt {
-                self.loose.push((t, v));
-                return Ok(true);
+                self.cut(idx, spill)?;
             }
         }
         let r = t.div_euclid(bd);
         if r != self.cur_range || self.cur.len() >= chunk::MAX_SAMPLES_PER_CHUNK {
-            self.cut();
+            self.cut(idx, spill)?;
             self.cur_range = r;
         }
         self.cur.append(t, v);
         self.last = Some((t, v));
         Ok(true)
     }
+}
 
-    /// Finishes the open chunk and, when samples came out of order, re-sorts everything.
-    /// Returns a reason when two samples share a timestamp with different values.
-    fn finish(&mut self, bd: i64) -> Result<u64, String> {
-        self.cut();
-        if self.loose.is_empty() {
-            return Ok(0);
-        }
-        let mut all = std::mem::take(&mut self.loose);
-        for (_, c) in &self.done {
-            let mut it = chunk::decode(c).map_err(|e| e.to_string())?;
-            all.extend(it.by_ref());
-            if let Some(e) = it.err() {
-                return Err(e.to_string());
-            }
-        }
-        all.sort_by_key(|x| x.0);
-        let mut dups = 0;
-        let mut out: Vec<(i64, f64)> = Vec::with_capacity(all.len());
-        for (t, v) in all {
-            if let Some(&(lt, lv)) = out.last() {
-                if lt == t {
-                    if lv.to_bits() != v.to_bits() {
-                        return Err(format!(
-                            "duplicate sample for timestamp {t} with a different value ({lv} and {v})"
-                        ));
-                    }
-                    dups += 1;
-                    continue;
-                }
-            }
-            out.push((t, v));
-        }
-        self.done.clear();
-        self.last = None;
-        self.cur_range = i64::MIN;
-        for (t, v) in out {
-            self.add(t, v, bd)?;
-        }
-        self.cut();
-        Ok(dups)
+enum AddError {
+    Conflict(String),
+    Io(std::io::Error),
+}
+
+impl From<std::io::Error> for AddError {
+    fn from(e: std::io::Error) -> Self {
+        AddError::Io(e)
     }
 }
 
-/// Everything parsed from the input, ready to be written.
-struct Parsed {
-    series: Vec<Acc>,
-    stats: ImportStats,
+/// How far (bytes) the parser gets ahead of the pages of the input handed back.
+const RELEASE_STEP: usize = 64 << 20;
+
+/// Drops the mapped pages of `map[from..to]` from this process (they are read again from the
+/// file, unchanged, if touched later), so that the resident memory of an import does not grow
+/// with the size of its input.
+fn release(map: &memmap2::Mmap, from: usize, to: usize) {
+    #[cfg(unix)]
+    if to > from {
+        // SAFETY: the mapping is a read-only private mapping of a file; MADV_DONTNEED only
+        // discards our copies of its pages, and a later access reads the same bytes from the
+        // file again. No reference into the range is invalidated.
+        let _ = unsafe {
+            map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, from, to - from)
+        };
+    }
+    #[cfg(not(unix))]
+    let _ = (map, from, to);
+}
+
+/// Checks that `map` is UTF-8 piece by piece, handing each piece's pages back after it;
+/// `Err(valid_up_to)` otherwise.
+fn validate_utf8(map: &memmap2::Mmap) -> Result<(), usize> {
+    let mut p = 0usize;
+    while p < map.len() {
+        let end = (p + RELEASE_STEP).min(map.len());
+        match std::str::from_utf8(&map[p..end]) {
+            Ok(_) => {
+                release(map, p, end);
+                p = end;
+            }
+            // a character cut by the piece's end: go on from its first byte
+            Err(e) if e.error_len().is_none() && end < map.len() && e.valid_up_to() > 0 => {
+                release(map, p, p + e.valid_up_to());
+                p += e.valid_up_to();
+            }
+            Err(e) => return Err(p + e.valid_up_to()),
+        }
+    }
+    Ok(())
 }
 
 fn progress_bar(len: u64, name: &str) -> indicatif::ProgressBar {
@@ -242,31 +280,43 @@ fn progress_bar(len: u64, name: &str) -> indicatif::ProgressBar {
     pb
 }
 
-fn parse_all(files: &[PathBuf], opts: &ImportOptions) -> Result<Parsed, ImportError> {
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> ImportError + '_ {
+    move |e| ImportError::Io {
+        path: path.to_path_buf(),
+        source: e,
+    }
+}
+
+/// Result of the parse pass: every series, the chunks in the spill store, the statistics.
+struct Parsed {
+    series: Vec<SeriesState>,
+    spill: Spill,
+    stats: ImportStats,
+}
+
+/// The parse pass: reads every file once, validates each sample and streams finished chunks
+/// into `spill`. Problems are collected (at most [`MAX_REPORTED_PROBLEMS`]).
+fn parse_all(
+    files: &[PathBuf],
+    opts: &ImportOptions,
+    mut spill: Spill,
+) -> Result<Parsed, ImportError> {
     let bd = opts.block_duration_ms.max(1);
     let mut stats = ImportStats {
         min_time: i64::MAX,
         max_time: i64::MIN,
         ..Default::default()
     };
-    let mut series: Vec<Acc> = Vec::new();
-    let mut by_text: HashMap<Box<str>, usize> = HashMap::new();
-    let mut by_labels: HashMap<Labels, usize> = HashMap::new();
+    let mut series: Vec<SeriesState> = Vec::new();
+    let mut by_text: HashMap<Box<str>, u32> = HashMap::new();
+    let mut by_labels: HashMap<Labels, u32> = HashMap::new();
     let mut problems: Vec<Problem> = Vec::new();
     let mut pairs: Vec<Label> = Vec::new();
+    let spill_dir = spill.dir().to_path_buf();
 
     'files: for path in files {
-        let f = fs::File::open(path).map_err(|e| ImportError::Io {
-            path: path.clone(),
-            source: e,
-        })?;
-        let len = f
-            .metadata()
-            .map_err(|e| ImportError::Io {
-                path: path.clone(),
-                source: e,
-            })?
-            .len();
+        let f = fs::File::open(path).map_err(io_err(path))?;
+        let len = f.metadata().map_err(io_err(path))?.len();
         stats.files += 1;
         stats.bytes += len;
         if len == 0 {
@@ -279,18 +329,14 @@ fn parse_all(files: &[PathBuf], opts: &ImportOptions) -> Result<Parsed, ImportEr
         }
         // SAFETY: the file is only read; a concurrent writer could change the bytes under us,
         // which would at worst produce parse errors (the text is validated as UTF-8 below).
-        let map = unsafe { memmap2::Mmap::map(&f) }.map_err(|e| ImportError::Io {
-            path: path.clone(),
-            source: e,
-        })?;
-        let text = match std::str::from_utf8(&map) {
-            Ok(t) => t,
-            Err(e) => {
-                let line = map[..e.valid_up_to()]
-                    .iter()
-                    .filter(|&&b| b == b'\n')
-                    .count()
-                    + 1;
+        let map = unsafe { memmap2::Mmap::map(&f) }.map_err(io_err(path))?;
+        #[cfg(unix)]
+        let _ = map.advise(memmap2::Advice::Sequential);
+        let text = match validate_utf8(&map) {
+            // SAFETY: validated as UTF-8 just above.
+            Ok(()) => unsafe { std::str::from_utf8_unchecked(&map) },
+            Err(valid_up_to) => {
+                let line = map[..valid_up_to].iter().filter(|&&b| b == b'\n').count() + 1;
                 problems.push(Problem {
                     file: path.clone(),
                     line,
@@ -299,11 +345,14 @@ fn parse_all(files: &[PathBuf], opts: &ImportOptions) -> Result<Parsed, ImportEr
                 continue;
             }
         };
+        // Pages of the file behind the parser are handed back as it goes (see `release`).
+        let mut released = 0usize;
         let pb = (opts.progress && len >= PROGRESS_MIN_BYTES)
             .then(|| progress_bar(len, &path.display().to_string()));
         let base = text.as_ptr() as usize;
-        let mut line_hint = 0usize;
         let mut n = 0u64;
+        // The series of the previous sample: files hold long runs of one series.
+        let mut prev: Option<(&str, u32)> = None;
         for item in Parser::new(text, opts.format) {
             n += 1;
             let s = match item {
@@ -322,26 +371,27 @@ fn parse_all(files: &[PathBuf], opts: &ImportOptions) -> Result<Parsed, ImportEr
                 }
             };
             let off = s.series_text.as_ptr() as usize - base;
-            if let Some(pb) = &pb {
-                if n & 0xffff == 0 {
+            if n & 0xffff == 0 {
+                if let Some(pb) = &pb {
                     pb.set_position(off as u64);
                 }
+                if off >= released + 2 * RELEASE_STEP {
+                    release(&map, released, off - RELEASE_STEP);
+                    released = off - RELEASE_STEP;
+                }
             }
-            // The line number is only needed for problems; count newlines lazily.
-            let line_of = |hint: &mut usize| -> usize {
-                let l = text.as_bytes()[..off]
+            // The line number is only needed for problems; count newlines then.
+            let line_of = || -> usize {
+                text.as_bytes()[..off]
                     .iter()
                     .filter(|&&b| b == b'\n')
                     .count()
-                    + 1;
-                *hint = l;
-                l
+                    + 1
             };
             let Some(t) = s.timestamp_ms else {
-                let line = line_of(&mut line_hint);
                 problems.push(Problem {
                     file: path.clone(),
-                    line,
+                    line: line_of(),
                     reason: format!("sample {} has no timestamp", s.series_text),
                 });
                 if problems.len() >= MAX_REPORTED_PROBLEMS {
@@ -350,59 +400,74 @@ fn parse_all(files: &[PathBuf], opts: &ImportOptions) -> Result<Parsed, ImportEr
                 continue;
             };
             stats.samples += 1;
-            let idx = match by_text.get(s.series_text) {
-                Some(&i) => i,
-                None => {
-                    pairs.clear();
-                    pairs.push(Label::new(
-                        inferdb_storage::labels::METRIC_NAME,
-                        s.name.as_ref(),
-                    ));
-                    for (k, v) in s.labels.iter() {
-                        pairs.push(Label::new(k.as_ref(), v.as_ref()));
-                    }
-                    let labels = Labels::new(pairs.clone());
-                    if let Err(e) = labels.validate() {
-                        let line = line_of(&mut line_hint);
-                        problems.push(Problem {
-                            file: path.clone(),
-                            line,
-                            reason: e.to_string(),
-                        });
-                        if problems.len() >= MAX_REPORTED_PROBLEMS {
-                            break 'files;
+            let idx = match prev {
+                Some((p, i)) if p == s.series_text => i,
+                _ => match by_text.get(s.series_text) {
+                    Some(&i) => i,
+                    None => {
+                        pairs.clear();
+                        pairs.push(Label::new(
+                            inferdb_storage::labels::METRIC_NAME,
+                            s.name.as_ref(),
+                        ));
+                        for (k, v) in s.labels.iter() {
+                            pairs.push(Label::new(k.as_ref(), v.as_ref()));
                         }
-                        continue;
-                    }
-                    let i = match by_labels.get(&labels) {
-                        Some(&i) => i,
-                        None => {
-                            let i = series.len();
-                            by_labels.insert(labels.clone(), i);
-                            series.push(Acc::new(labels));
-                            i
+                        let labels = Labels::new(pairs.clone());
+                        if let Err(e) = labels.validate() {
+                            problems.push(Problem {
+                                file: path.clone(),
+                                line: line_of(),
+                                reason: e.to_string(),
+                            });
+                            if problems.len() >= MAX_REPORTED_PROBLEMS {
+                                break 'files;
+                            }
+                            continue;
                         }
-                    };
-                    by_text.insert(s.series_text.into(), i);
-                    i
-                }
+                        let i = match by_labels.get(&labels) {
+                            Some(&i) => i,
+                            None => {
+                                let Ok(i) = u32::try_from(series.len()) else {
+                                    problems.push(Problem {
+                                        file: path.clone(),
+                                        line: line_of(),
+                                        reason: "more than 2^32 series".into(),
+                                    });
+                                    break 'files;
+                                };
+                                by_labels.insert(labels.clone(), i);
+                                series.push(SeriesState::new(labels));
+                                i
+                            }
+                        };
+                        by_text.insert(s.series_text.into(), i);
+                        i
+                    }
+                },
             };
-            match series[idx].add(t, s.value, bd) {
+            prev = Some((s.series_text, idx));
+            match series[idx as usize].add(idx, t, s.value, bd, &mut spill) {
                 Ok(true) => {
                     stats.min_time = stats.min_time.min(t);
                     stats.max_time = stats.max_time.max(t);
                 }
                 Ok(false) => stats.duplicates += 1,
-                Err(reason) => {
-                    let line = line_of(&mut line_hint);
+                Err(AddError::Conflict(reason)) => {
                     problems.push(Problem {
                         file: path.clone(),
-                        line,
+                        line: line_of(),
                         reason,
                     });
                     if problems.len() >= MAX_REPORTED_PROBLEMS {
                         break 'files;
                     }
+                }
+                Err(AddError::Io(e)) => {
+                    return Err(ImportError::Io {
+                        path: spill_dir,
+                        source: e,
+                    })
                 }
             }
         }
@@ -410,33 +475,163 @@ fn parse_all(files: &[PathBuf], opts: &ImportOptions) -> Result<Parsed, ImportEr
             pb.finish_and_clear();
         }
     }
-    if problems.is_empty() {
-        for a in &mut series {
-            match a.finish(bd) {
-                Ok(d) => stats.duplicates += d,
-                Err(reason) => problems.push(Problem {
-                    file: PathBuf::from("<all files>"),
-                    line: 0,
-                    reason: format!("series {}: {reason}", a.labels),
-                }),
+    if !problems.is_empty() {
+        return Err(ImportError::Invalid(problems));
+    }
+    for (i, s) in series.iter_mut().enumerate() {
+        s.cut(i as u32, &mut spill).map_err(io_err(&spill_dir))?;
+    }
+    stats.series = series.len();
+    stats.block_ranges = spill.ranges().len();
+    Ok(Parsed {
+        series,
+        spill,
+        stats,
+    })
+}
+
+/// The chunks of one series in one block range, time-ordered and without overlaps: the
+/// spilled chunks as they are when they do not overlap, else decoded, merged (exact repeats
+/// dropped and counted in `dups`) and encoded again into `owned`.
+fn series_chunks<'a>(
+    data: &'a [u8],
+    recs: &[spill::Rec],
+    owned: &'a mut Vec<Vec<u8>>,
+    dups: &mut u64,
+) -> Result<Vec<&'a [u8]>, String> {
+    let overlap = recs.windows(2).any(|w| w[1].min_time <= w[0].max_time);
+    if !overlap {
+        return Ok(recs.iter().map(|r| &data[r.off..r.off + r.len]).collect());
+    }
+    let mut all: Vec<(i64, f64)> = Vec::new();
+    for r in recs {
+        let mut it = chunk::decode(&data[r.off..r.off + r.len]).map_err(|e| e.to_string())?;
+        all.extend(it.by_ref());
+        if let Some(e) = it.take_err() {
+            return Err(e.to_string());
+        }
+    }
+    // stable: equal timestamps keep their input order
+    all.sort_by_key(|x| x.0);
+    owned.clear();
+    let mut w = ChunkWriter::new();
+    let mut last: Option<(i64, f64)> = None;
+    for (t, v) in all {
+        if let Some((lt, lv)) = last {
+            if lt == t {
+                if lv.to_bits() != v.to_bits() {
+                    return Err(format!(
+                        "duplicate sample for timestamp {t} with a different value ({lv} and {v})"
+                    ));
+                }
+                *dups += 1;
+                continue;
             }
+        }
+        if w.len() >= chunk::MAX_SAMPLES_PER_CHUNK {
+            owned.push(w.finish());
+            w = ChunkWriter::new();
+        }
+        w.append(t, v);
+        last = Some((t, v));
+    }
+    if !w.is_empty() {
+        owned.push(w.finish());
+    }
+    Ok(owned.iter().map(Vec::as_slice).collect())
+}
+
+/// The write pass: one block per block range into `staging` (or, with `staging` `None`, only
+/// the checks of merged chunks). Conflicting duplicates found here are problems; after the
+/// first one nothing more is written.
+fn write_ranges(
+    parsed: &mut Parsed,
+    bd: i64,
+    staging: Option<&Path>,
+) -> Result<Vec<BlockMeta>, ImportError> {
+    let mut metas = Vec::new();
+    let mut problems = Vec::new();
+    let mut owned: Vec<Vec<u8>> = Vec::new();
+    let spill_dir = parsed.spill.dir().to_path_buf();
+    for r in parsed.spill.ranges() {
+        let data = parsed.spill.take(r).map_err(io_err(&spill_dir))?;
+        let mut recs = spill::records(&data).map_err(|e| ImportError::Io {
+            path: spill_dir.clone(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+        })?;
+        recs.sort_by_key(|c| (c.series, c.min_time));
+        let mut w = match staging {
+            Some(dir) if problems.is_empty() => Some(BlockWriter::new(dir)?),
+            _ => None,
+        };
+        let mut i = 0;
+        while i < recs.len() {
+            let mut j = i + 1;
+            while j < recs.len() && recs[j].series == recs[i].series {
+                j += 1;
+            }
+            let st = &parsed.series[recs[i].series as usize];
+            match series_chunks(&data, &recs[i..j], &mut owned, &mut parsed.stats.duplicates) {
+                Ok(chunks) => {
+                    if let Some(bw) = w.as_mut() {
+                        if let Err(e) = bw.add_series(st.labels.clone(), chunks) {
+                            if let Some(bw) = w.take() {
+                                bw.abort();
+                            }
+                            return Err(e.into());
+                        }
+                    }
+                }
+                Err(reason) => {
+                    problems.push(Problem {
+                        file: PathBuf::from("<all files>"),
+                        line: 0,
+                        reason: format!("series {}: {reason}", st.labels),
+                    });
+                    if let Some(bw) = w.take() {
+                        bw.abort();
+                    }
+                    if problems.len() >= MAX_REPORTED_PROBLEMS {
+                        return Err(ImportError::Invalid(problems));
+                    }
+                }
+            }
+            i = j;
+        }
+        if let Some(bw) = w {
+            metas.push(bw.finish(r * bd, r * bd + bd, 1, None)?);
         }
     }
     if !problems.is_empty() {
         return Err(ImportError::Invalid(problems));
     }
-    stats.series = series.len();
-    let ranges: BTreeSet<i64> = series
-        .iter()
-        .flat_map(|a| a.done.iter().map(|(r, _)| *r))
-        .collect();
-    stats.block_ranges = ranges.len();
-    Ok(Parsed { series, stats })
+    Ok(metas)
 }
 
-/// Parses and validates `files` without writing anything (`--dry-run`).
+/// A fresh staging folder name under `parent`.
+fn staging_dir(parent: &Path, prefix: &str) -> PathBuf {
+    parent.join(format!(
+        "{prefix}{}{}",
+        inferdb_storage::block::new_block_id(),
+        inferdb_storage::block::TMP_SUFFIX
+    ))
+}
+
+/// Parses and validates `files` without writing anything into a data folder (`--dry-run`).
+/// Chunks go through a spill folder under the system's temporary folder, removed at the end.
 pub fn validate_files(files: &[PathBuf], opts: &ImportOptions) -> Result<ImportStats, ImportError> {
-    Ok(parse_all(files, opts)?.stats)
+    let tmp = staging_dir(
+        &std::env::temp_dir(),
+        &format!("inferdb-import-{}-", std::process::id()),
+    );
+    let result = (|| {
+        let spill = Spill::new(tmp.join("spill"), opts.spill_buffer_bytes);
+        let mut parsed = parse_all(files, opts, spill)?;
+        write_ranges(&mut parsed, opts.block_duration_ms.max(1), None)?;
+        Ok(parsed.stats)
+    })();
+    let _ = fs::remove_dir_all(&tmp);
+    result
 }
 
 /// Imports `files` into the database folder `data_dir` (created if missing). See the module
@@ -446,11 +641,12 @@ pub fn import_files(
     files: &[PathBuf],
     opts: &ImportOptions,
 ) -> Result<ImportStats, ImportError> {
-    let mut parsed = parse_all(files, opts)?;
-    if opts.dry_run || parsed.series.is_empty() {
-        return Ok(parsed.stats);
+    if opts.dry_run {
+        return validate_files(files, opts);
     }
-    // Hold the database's lock (and let it clean up leftovers of an earlier crash).
+    let existed = data_dir.exists();
+    // Hold the database's lock (and let it clean up leftovers of an earlier crash) before
+    // anything goes into the folder.
     let db = Db::open(
         data_dir,
         Options {
@@ -459,101 +655,92 @@ pub fn import_files(
             ..Options::default()
         },
     )?;
-    let metas = write_blocks(data_dir, &mut parsed.series, opts.block_duration_ms.max(1));
-    let close = db.close();
-    parsed.stats.blocks = metas?;
-    close?;
-    Ok(parsed.stats)
-}
-
-fn write_blocks(
-    data_dir: &Path,
-    series: &mut [Acc],
-    bd: i64,
-) -> Result<Vec<BlockMeta>, ImportError> {
-    series.sort_by(|a, b| a.labels.cmp(&b.labels));
-    let ranges: BTreeSet<i64> = series
-        .iter()
-        .flat_map(|a| a.done.iter().map(|(r, _)| *r))
-        .collect();
-    let staging = data_dir.join(format!(
-        "import-{}{}",
-        inferdb_storage::block::new_block_id(),
-        inferdb_storage::block::TMP_SUFFIX
-    ));
-    let result = (|| -> Result<Vec<BlockMeta>, ImportError> {
-        fs::create_dir_all(&staging).map_err(|e| ImportError::Io {
-            path: staging.clone(),
-            source: e,
-        })?;
-        let mut cursors = vec![0usize; series.len()];
-        let mut metas = Vec::new();
-        for r in ranges {
-            let mut w = BlockWriter::new(&staging)?;
-            for (a, cur) in series.iter().zip(cursors.iter_mut()) {
-                let lo = *cur;
-                let mut hi = lo;
-                while hi < a.done.len() && a.done[hi].0 == r {
-                    hi += 1;
-                }
-                if hi == lo {
-                    continue;
-                }
-                *cur = hi;
-                if let Err(e) = w.add_series(
-                    a.labels.clone(),
-                    a.done[lo..hi].iter().map(|(_, c)| c.as_slice()),
-                ) {
-                    w.abort();
-                    return Err(e.into());
-                }
-            }
-            metas.push(w.finish(r * bd, r * bd + bd, 1, None)?);
-        }
+    let staging = staging_dir(data_dir, "import-");
+    let result = (|| -> Result<ImportStats, ImportError> {
+        fs::create_dir_all(&staging).map_err(io_err(&staging))?;
+        let spill = Spill::new(staging.join("spill"), opts.spill_buffer_bytes);
+        let mut parsed = parse_all(files, opts, spill)?;
+        let metas = write_ranges(&mut parsed, opts.block_duration_ms.max(1), Some(&staging))?;
         // Everything is written and fsynced: move the blocks in.
         for m in &metas {
-            let from = staging.join(&m.id);
             let to = data_dir.join(&m.id);
-            fs::rename(&from, &to).map_err(|e| ImportError::Io {
-                path: to.clone(),
-                source: e,
-            })?;
+            fs::rename(staging.join(&m.id), &to).map_err(io_err(&to))?;
         }
         fs::File::open(data_dir)
             .and_then(|f| f.sync_all())
-            .map_err(|e| ImportError::Io {
-                path: data_dir.to_path_buf(),
-                source: e,
-            })?;
-        Ok(metas)
+            .map_err(io_err(data_dir))?;
+        parsed.stats.blocks = metas;
+        Ok(parsed.stats)
     })();
     let _ = fs::remove_dir_all(&staging);
-    result
+    let close = db.close();
+    if result.is_err() && !existed {
+        // nothing was imported: leave no trace of the folder this call created
+        let _ = fs::remove_dir_all(data_dir);
+    }
+    let stats = result?;
+    close?;
+    Ok(stats)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn spill() -> Spill {
+        Spill::new(
+            std::env::temp_dir().join(format!("inferdb-import-unit-{}", std::process::id())),
+            1 << 20,
+        )
+    }
+
     #[test]
     fn out_of_order_samples_are_sorted_and_split_by_range() {
-        let mut a = Acc::new(Labels::from_pairs([("__name__", "x")]));
+        let mut sp = spill();
+        let mut a = SeriesState::new(Labels::from_pairs([("__name__", "x")]));
         let bd = 1000;
-        for t in [5, 1500, 3, 999, 1000, 2500] {
-            assert!(a.add(t, t as f64, bd).is_ok());
+        for t in [5, 1500, 3, 999, 1000, 2500, 4] {
+            assert!(a.add(0, t, t as f64, bd, &mut sp).is_ok());
         }
-        assert_eq!(a.finish(bd), Ok(0));
-        let ranges: Vec<i64> = a.done.iter().map(|(r, _)| *r).collect();
-        assert_eq!(ranges, vec![0, 1, 2]);
-        let first: Vec<(i64, f64)> = chunk::decode(&a.done[0].1).unwrap().collect();
-        assert_eq!(first, vec![(3, 3.0), (5, 5.0), (999, 999.0)]);
+        a.cut(0, &mut sp).unwrap();
+        assert_eq!(sp.ranges(), vec![0, 1, 2]);
+        let data = sp.take(0).unwrap();
+        let mut recs = spill::records(&data).unwrap();
+        recs.sort_by_key(|c| (c.series, c.min_time));
+        assert_eq!(recs.len(), 3, "5 | 3 999 | 4");
+        let mut owned = Vec::new();
+        let mut dups = 0;
+        let chunks = series_chunks(&data, &recs, &mut owned, &mut dups).unwrap();
+        let first: Vec<(i64, f64)> = chunks
+            .iter()
+            .flat_map(|c| chunk::decode(c).unwrap().collect::<Vec<_>>())
+            .collect();
+        assert_eq!(first, vec![(3, 3.0), (4, 4.0), (5, 5.0), (999, 999.0)]);
+        assert_eq!(dups, 0);
     }
 
     #[test]
     fn conflicting_duplicate_is_an_error() {
-        let mut a = Acc::new(Labels::from_pairs([("__name__", "x")]));
-        assert_eq!(a.add(10, 1.0, 1000), Ok(true));
-        assert_eq!(a.add(10, 1.0, 1000), Ok(false));
-        assert!(a.add(10, 2.0, 1000).is_err());
+        let mut sp = spill();
+        let mut a = SeriesState::new(Labels::from_pairs([("__name__", "x")]));
+        assert!(matches!(a.add(0, 10, 1.0, 1000, &mut sp), Ok(true)));
+        assert!(matches!(a.add(0, 10, 1.0, 1000, &mut sp), Ok(false)));
+        assert!(matches!(
+            a.add(0, 10, 2.0, 1000, &mut sp),
+            Err(AddError::Conflict(_))
+        ));
+        // a repeat that is not adjacent is found when the chunks are merged
+        assert!(matches!(a.add(0, 20, 1.0, 1000, &mut sp), Ok(true)));
+        assert!(matches!(a.add(0, 10, 1.0, 1000, &mut sp), Ok(true)));
+        assert!(matches!(a.add(0, 5, 7.0, 1000, &mut sp), Ok(true)));
+        assert!(matches!(a.add(0, 20, 3.0, 1000, &mut sp), Ok(true)));
+        a.cut(0, &mut sp).unwrap();
+        let data = sp.take(0).unwrap();
+        let mut recs = spill::records(&data).unwrap();
+        recs.sort_by_key(|c| (c.series, c.min_time));
+        let (mut owned, mut dups) = (Vec::new(), 0);
+        let err = series_chunks(&data, &recs, &mut owned, &mut dups).unwrap_err();
+        assert!(err.contains("timestamp 20"), "{err}");
+        assert_eq!(dups, 1, "the repeat of (10, 1.0)");
     }
 }
