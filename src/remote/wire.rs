@@ -406,6 +406,19 @@ pub fn fuzz_check(raw: &[u8]) {
     }
 }
 
+/// The fuzz target's body: `data` read as an uncompressed `WriteRequest`, and as a snappy
+/// block body (at most 1 MiB decompressed) when it is one; see [`fuzz_check`].
+pub fn fuzz_decode(data: &[u8]) {
+    fuzz_check(data);
+    if let Ok(n) = snap::raw::decompress_len(data) {
+        if n <= 1 << 20 {
+            if let Ok(raw) = snap::raw::Decoder::new().decompress_vec(data) {
+                fuzz_check(&raw);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
