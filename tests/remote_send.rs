@@ -469,6 +469,12 @@ fn receiver_outage_and_sender_kill_lose_no_sample() {
     std::thread::sleep(Duration::from_secs(3));
     let mut i2 = start_inferdb(dir.path(), ip, pp);
     i2.wait_ready(&idb, &c);
+    std::thread::sleep(Duration::from_secs(12));
+    // then it is stopped cleanly, still mid-outage: the flush deadline (5 s) passes, the store
+    // checkpoints its WAL at close (the unsent samples now live in the checkpoint's chunks)
+    i2.terminate();
+    let mut i3 = start_inferdb(dir.path(), ip, pp);
+    i3.wait_ready(&idb, &c);
     let left = Duration::from_secs(60).saturating_sub(down.elapsed());
     std::thread::sleep(left);
 
@@ -483,8 +489,15 @@ fn receiver_outage_and_sender_kill_lose_no_sample() {
         c.metric(&idb, "prometheus_remote_storage_samples_failed_total"),
         Some(0.0),
         "{}",
-        i2.log()
+        i3.log()
     );
-    drop(i2);
+    // the clean stop's checkpoint did replace the segments the sender still needed
+    assert!(
+        i3.log()
+            .contains("WAL segments after the start position were deleted"),
+        "{}",
+        i3.log()
+    );
+    drop(i3);
     drop(p2);
 }

@@ -7,7 +7,9 @@
 //! records are spread over shards by series hash (`queue.rs`: batches, retries) and the
 //! position the remote has acknowledged is saved in `<data>/remote_write/<name>/position.json`
 //! every second and at shutdown (`position.rs`); after a restart, even after `kill -9`, the
-//! queue resumes there.
+//! queue resumes there. A clean shutdown checkpoints the WAL (the store replaces its
+//! segments by the head's chunks): the queue then sends, from the checkpoint's chunks, the
+//! samples at or after each shard's oldest unacknowledged timestamp (saved with the marks).
 //!
 //! The number of shards starts at `min_shards` and follows the load between `min_shards` and
 //! `max_shards` (re-evaluated every 10 s while the remote answers): enough shards to send the
@@ -148,7 +150,7 @@ impl Metrics {
             highest_sent_ms: AtomicI64::new(i64::MIN),
             missing: metrics::counter_with(
                 "inferdb_remote_storage_wal_segments_missing_total",
-                "WAL segments replaced by a checkpoint before they were sent (their samples were not sent).",
+                "WAL segments replaced by a checkpoint before they were sent (their samples still in the head were sent from the checkpoint, older ones were not).",
                 &l,
             ),
             corrupt: metrics::counter_with(
@@ -208,6 +210,8 @@ struct Inner {
     ctl: Mutex<(Arc<Control>, Vec<tokio::task::JoinHandle<()>>)>,
     /// Every sample before this was handed to a shard (or skipped).
     reader_pos: Mutex<Pos>,
+    /// The newest timestamp handed to a shard.
+    read_max_t: AtomicI64,
     stop_reading: AtomicBool,
     pause: AtomicBool,
     paused: AtomicBool,
@@ -285,10 +289,15 @@ impl Inner {
     /// The marks now: per shard its oldest unacknowledged sample, else the reader position.
     fn marks(&self) -> Marks {
         let r = self.reader_pos.lock().map(|p| *p).unwrap_or_default();
+        let next_t = self.read_max_t.load(Ordering::Acquire).saturating_add(1);
         let shards = self.shards();
         Marks {
             version: 1,
             url: self.url.clone(),
+            times: shards
+                .iter()
+                .map(|s| s.min_pending_time().unwrap_or(next_t))
+                .collect(),
             shards: shards
                 .iter()
                 .map(|s| s.first_pending().unwrap_or(r))
@@ -388,6 +397,7 @@ impl Queue {
                 Vec::new(),
             )),
             reader_pos: Mutex::new(resumed.as_ref().map(|m| m.start()).unwrap_or_default()),
+            read_max_t: AtomicI64::new(i64::MIN),
             stop_reading: AtomicBool::new(false),
             pause: AtomicBool::new(false),
             paused: AtomicBool::new(false),
@@ -644,6 +654,56 @@ fn read_wal(
                 }
                 true
             }
+            WatchEvent::Chunks {
+                r,
+                checkpoint,
+                chunks,
+            } => {
+                // segments after the saved position were checkpointed (a clean shutdown, or
+                // the sender fell a head block behind): send the head's samples not yet sent
+                let Some(Some(so)) = series.get(&r) else {
+                    return true;
+                };
+                let p = Pos {
+                    segment: checkpoint,
+                    offset: 0,
+                    index: 0,
+                };
+                let mut items = Vec::new();
+                for c in chunks {
+                    let Ok(it) = inferdb_storage::chunk::decode(c) else {
+                        m.corrupt.inc();
+                        continue;
+                    };
+                    for (t, v) in it {
+                        if resumed
+                            .as_ref()
+                            .is_none_or(|mk| mk.send_from_checkpoint(so.hash, t))
+                        {
+                            items.push(Item {
+                                series: so.clone(),
+                                t,
+                                v,
+                                pos: p,
+                            });
+                        }
+                    }
+                }
+                let shards = inner.shards();
+                let n = shards.len().max(1) as u64;
+                let k = items.len() as u64;
+                if let Some(t) = items.iter().map(|i| i.t).max() {
+                    inner.read_max_t.fetch_max(t, Ordering::AcqRel);
+                }
+                let Some(shard) = shards.get((so.hash % n) as usize) else {
+                    return true;
+                };
+                if k > 0 && !push(shard, &mut items, &inner) {
+                    return false;
+                }
+                m.enqueued.fetch_add(k, Ordering::Relaxed);
+                !inner.stop_reading.load(Ordering::Acquire)
+            }
             WatchEvent::Samples { pos, end, samples } => {
                 let shards = inner.shards();
                 let n = shards.len().max(1) as u64;
@@ -658,6 +718,7 @@ fn read_wal(
                     if resumed.as_ref().is_some_and(|m| m.acknowledged(so.hash, p)) {
                         continue;
                     }
+                    inner.read_max_t.fetch_max(s.t, Ordering::AcqRel);
                     groups[(so.hash % n) as usize].push(Item {
                         series: so.clone(),
                         t: s.t,

@@ -54,12 +54,26 @@ pub struct Marks {
     pub url: String,
     /// One mark per shard; a series' shard is `hash % marks.len()`.
     pub shards: Vec<Pos>,
+    /// Per shard, the oldest timestamp not acknowledged: when the WAL segments after a mark
+    /// were replaced by a checkpoint (a clean shutdown checkpoints the WAL), the samples of
+    /// the checkpoint's head chunks from this time on are sent.
+    #[serde(default)]
+    pub times: Vec<i64>,
 }
 
 impl Marks {
     /// Where reading resumes: the lowest mark.
     pub fn start(&self) -> Pos {
         self.shards.iter().copied().min().unwrap_or_default()
+    }
+
+    /// Whether a sample at time `t` of a series with label hash `hash`, found in a checkpoint,
+    /// is to be sent (not acknowledged before).
+    pub fn send_from_checkpoint(&self, hash: u64, t: i64) -> bool {
+        if self.times.is_empty() {
+            return true;
+        }
+        t >= self.times[(hash % self.times.len() as u64) as usize]
     }
 
     /// Whether a sample at `p` of a series with label hash `hash` was already acknowledged.
@@ -143,7 +157,9 @@ mod tests {
             version: 1,
             url: "http://x".into(),
             shards: vec![pos(3, 100, 2), pos(2, 50, 0)],
+            times: vec![10, 20],
         };
+        assert!(m.send_from_checkpoint(0, 10) && !m.send_from_checkpoint(1, 19));
         f.save(&m).unwrap();
         assert_eq!(f.load(), Some(m.clone()));
         assert_eq!(m.start(), pos(2, 50, 0));
@@ -158,7 +174,9 @@ mod tests {
             version: 1,
             url: String::new(),
             shards: vec![pos(3, 100, 2), pos(2, 50, 0)],
+            times: vec![],
         };
+        assert!(m.send_from_checkpoint(1, i64::MIN));
         // shard 0 (even hashes) is acknowledged up to 3/100/2
         assert!(m.acknowledged(0, pos(3, 100, 1)));
         assert!(!m.acknowledged(0, pos(3, 100, 2)));

@@ -128,6 +128,14 @@ impl Shard {
             .and_then(|s| s.pending.front().map(|i| i.pos))
     }
 
+    /// The oldest timestamp among the buffered samples.
+    pub fn min_pending_time(&self) -> Option<i64> {
+        self.state
+            .lock()
+            .ok()
+            .and_then(|s| s.pending.iter().map(|i| i.t).min())
+    }
+
     /// Buffered samples.
     pub fn len(&self) -> usize {
         self.state.lock().map(|s| s.pending.len()).unwrap_or(0)

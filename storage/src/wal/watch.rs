@@ -40,6 +40,17 @@ pub struct WalPosition {
 pub enum WatchEvent<'a> {
     /// Series definitions (from the checkpoint or a segment): reference → labels.
     Series(&'a [(u64, Labels)]),
+    /// The head chunks of one series from a checkpoint that replaced segments holding data
+    /// after the start position (their samples are only here now; the consumer picks what it
+    /// has not sent by time). Not reported for checkpoints of segments before the start.
+    Chunks {
+        /// The series reference.
+        r: u64,
+        /// The checkpoint's number (its samples came from segments up to this one).
+        checkpoint: u32,
+        /// Encoded chunks, oldest first (decode with [`crate::chunk::decode`]).
+        chunks: &'a [&'a [u8]],
+    },
     /// A sample record at or after the start position.
     Samples {
         /// Where the record starts.
@@ -183,7 +194,8 @@ impl WalWatcher {
         let (segs, cps) = list(&self.dir)?;
         let mut first = segs.first().copied().unwrap_or(1);
         if let Some(&cp) = cps.last() {
-            if !self.read_checkpoint(cp, f)? {
+            let chunks = self.start.segment > 0 && self.start.segment <= cp;
+            if !self.read_checkpoint(cp, chunks, f)? {
                 return Ok(false);
             }
             first = cp + 1;
@@ -217,6 +229,7 @@ impl WalWatcher {
     fn read_checkpoint(
         &mut self,
         cp: u32,
+        with_chunks: bool,
         f: &mut dyn FnMut(WatchEvent<'_>) -> bool,
     ) -> Result<bool> {
         let path = self.dir.join(checkpoint_name(cp));
@@ -232,13 +245,24 @@ impl WalWatcher {
                 self.stats.corruptions += 1;
                 break;
             };
-            if ty != record::TYPE_SERIES {
+            if ty != record::TYPE_SERIES && !(with_chunks && ty == record::TYPE_CHUNKS) {
                 continue;
             }
             match record::decode(ty, payload, &mut self.samples) {
                 Ok(Record::Series(s)) => {
                     self.stats.records += 1;
                     if !f(WatchEvent::Series(&s)) {
+                        return Ok(false);
+                    }
+                }
+                Ok(Record::Chunks { r, chunks }) => {
+                    self.stats.records += 1;
+                    let ev = WatchEvent::Chunks {
+                        r,
+                        checkpoint: cp,
+                        chunks: &chunks,
+                    };
+                    if !f(ev) {
                         return Ok(false);
                     }
                 }
@@ -285,7 +309,7 @@ impl WalWatcher {
                         checkpoint = cp,
                         "WAL segments were checkpointed before they were read; skipping them"
                     );
-                    if !self.read_checkpoint(cp, f)? {
+                    if !self.read_checkpoint(cp, cp >= needed_from, f)? {
                         return Ok(false);
                     }
                     self.seg = cp + 1;
@@ -409,6 +433,7 @@ mod tests {
     struct Seen {
         series: Vec<(u64, Labels)>,
         samples: Vec<(WalPosition, RefSample)>,
+        chunk_samples: Vec<RefSample>,
     }
 
     fn poll_all(w: &mut WalWatcher, seen: &mut Seen) -> PollResult {
@@ -417,6 +442,13 @@ mod tests {
                 WatchEvent::Series(s) => seen.series.extend_from_slice(s),
                 WatchEvent::Samples { pos, samples, .. } => {
                     seen.samples.extend(samples.iter().map(|s| (pos, *s)))
+                }
+                WatchEvent::Chunks { r, chunks, .. } => {
+                    for c in chunks {
+                        for (t, v) in crate::chunk::decode(c).unwrap() {
+                            seen.chunk_samples.push(RefSample { r, t, v });
+                        }
+                    }
                 }
             }
             true
@@ -545,15 +577,35 @@ mod tests {
         let upto = wr.roll().unwrap(); // 4 is current, checkpoint 3
         let mut cp = Vec::new();
         record::encode_series(&mut cp, [(1u64, &a)].into_iter());
+        let mut cw = crate::chunk::ChunkWriter::new();
+        for t in 1..=3 {
+            cw.append(t, t as f64);
+        }
+        let enc = cw.finish();
+        record::encode_chunks(&mut cp, 1, [enc.as_slice()].into_iter());
         write_checkpoint(&wal, upto, &cp).unwrap();
         wr.log_samples(&[s(1, 4)]);
         wr.flush().unwrap();
-        // ... resumes at 2: segments 2 and 3 are gone
+        // a watcher that starts after the checkpoint gets no chunks
+        let mut late = WalWatcher::new(
+            &wal,
+            WalPosition {
+                segment: 4,
+                offset: 0,
+            },
+        );
+        let mut seen_late = Seen::default();
+        poll_all(&mut late, &mut seen_late);
+        assert!(seen_late.chunk_samples.is_empty());
+        assert_eq!(ts(&seen_late), vec![4]);
+        // ... resumes at 2: segments 2 and 3 are gone, their samples are in the chunks
         let mut w = WalWatcher::new(&wal, pos);
         let mut seen = Seen::default();
         poll_all(&mut w, &mut seen);
         assert_eq!(seen.series, vec![(1, a)]);
         assert_eq!(ts(&seen), vec![4]);
+        let cs: Vec<i64> = seen.chunk_samples.iter().map(|s| s.t).collect();
+        assert_eq!(cs, vec![1, 2, 3]);
         assert_eq!(w.stats().segments_missing, 2);
         assert_eq!(w.stats().checkpoints_read, 1);
     }
