@@ -10,7 +10,8 @@
 //! ```
 //!
 //! `INFERDB_BENCH_HOURS` (default 24) sets the workload length, `INFERDB_BENCH_REPS` (default 5)
-//! the repetitions of each query in the summary, `INFERDB_FIXTURES` the fixtures folder.
+//! the repetitions of each query in the summary, `INFERDB_BENCH_QUERY` one query of the summary
+//! by name (for profiling), `INFERDB_FIXTURES` the fixtures folder.
 //!
 //! "Samples scanned" counts, as Prometheus' query statistics do, every sample inside every
 //! range-selector window at every step (a sample in 20 windows counts 20 times); the bench
@@ -167,7 +168,11 @@ fn main() {
         "{:<24} {:>12} {:>10} {:>10} {:>10} {:>12} {:>12}",
         "query", "scanned", "points", "wall_ms", "cpu_ms", "M/s wall", "M/s per CPU"
     );
+    let only = std::env::var("INFERDB_BENCH_QUERY").ok();
     for (name, q, sels) in QUERIES {
+        if only.as_deref().is_some_and(|o| o != *name) {
+            continue;
+        }
         let scanned = samples_scanned(&engine, &db, sels, start, end);
         // warm-up (page cache, allocator)
         let r = engine.range(&db, q, start, end, STEP_MS).expect("query");

@@ -9,6 +9,8 @@ use std::collections::BTreeMap;
 
 use inferdb_storage::{Labels, Matcher};
 
+use crate::value::FPoint;
+
 /// An error from the storage behind a query.
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
@@ -30,6 +32,36 @@ pub trait SampleIter: Iterator<Item = (i64, f64)> {
     fn err(&self) -> Option<String> {
         None
     }
+    /// Appends the samples in `[mint, maxt]` to `out` in time order, skipping any whose
+    /// timestamp is not after the last one there. The default seeks and iterates;
+    /// iterators over decoded samples copy (or move) them in bulk.
+    fn read_range(&mut self, mint: i64, maxt: i64, out: &mut Vec<FPoint>) {
+        let mut cur = self.seek(mint);
+        while let Some((t, f)) = cur {
+            if t > maxt {
+                break;
+            }
+            // A seek that does not consume yields its sample again: skip repeats.
+            if t >= mint && out.last().is_none_or(|p| p.t < t) {
+                out.push(FPoint { t, f });
+            }
+            cur = self.next();
+        }
+    }
+}
+
+/// Appends the points of `pts` (sorted by time) in `[mint, maxt]` that come after the last
+/// point of `out`; returns the index after the last one read.
+fn extend_range(pts: &[(i64, f64)], mint: i64, maxt: i64, out: &mut Vec<FPoint>) -> usize {
+    let lo = pts.partition_point(|p| p.0 < mint);
+    let hi = lo + pts[lo..].partition_point(|p| p.0 <= maxt);
+    out.reserve(hi - lo);
+    for &(t, f) in &pts[lo..hi] {
+        if out.last().is_none_or(|p| p.t < t) {
+            out.push(FPoint { t, f });
+        }
+    }
+    hi
 }
 
 /// One selected series: its labels and an iterator over its samples.
@@ -93,6 +125,9 @@ impl SampleIter for SliceIter<'_> {
         self.pos += rest.partition_point(|p| p.0 < t);
         self.next()
     }
+    fn read_range(&mut self, mint: i64, maxt: i64, out: &mut Vec<FPoint>) {
+        self.pos += extend_range(&self.points[self.pos..], mint, maxt, out);
+    }
 }
 
 /// An owning [`SampleIter`] over decoded samples.
@@ -125,6 +160,55 @@ impl SampleIter for VecIter {
         let rest = &self.points[self.pos..];
         self.pos += rest.partition_point(|p| p.0 < t);
         self.next()
+    }
+    fn read_range(&mut self, mint: i64, maxt: i64, out: &mut Vec<FPoint>) {
+        self.pos += extend_range(&self.points[self.pos..], mint, maxt, out);
+    }
+}
+
+/// Decoded samples of one series, strictly increasing in time (the `Db` adapter's
+/// iterator): a read of all of them into an empty vector moves them.
+#[derive(Debug, Clone, Default)]
+struct PointsIter {
+    points: Vec<FPoint>,
+    pos: usize,
+}
+
+impl Iterator for PointsIter {
+    type Item = (i64, f64);
+    fn next(&mut self) -> Option<(i64, f64)> {
+        let p = self.points.get(self.pos).map(|p| (p.t, p.f));
+        if p.is_some() {
+            self.pos += 1;
+        }
+        p
+    }
+}
+
+impl SampleIter for PointsIter {
+    fn seek(&mut self, t: i64) -> Option<(i64, f64)> {
+        let rest = &self.points[self.pos..];
+        self.pos += rest.partition_point(|p| p.t < t);
+        self.next()
+    }
+    fn read_range(&mut self, mint: i64, maxt: i64, out: &mut Vec<FPoint>) {
+        let rest = &self.points[self.pos..];
+        let lo = rest.partition_point(|p| p.t < mint);
+        let hi = lo + rest[lo..].partition_point(|p| p.t <= maxt);
+        if out.is_empty() && self.pos == 0 && lo == 0 && hi == rest.len() {
+            *out = std::mem::take(&mut self.points);
+            self.pos = 0;
+            return;
+        }
+        let start = out.len();
+        out.extend_from_slice(&rest[lo..hi]);
+        // Keep the strictly increasing order across what `out` held.
+        if start > 0 && hi > lo {
+            let last = out[start - 1].t;
+            let skip = out[start..].partition_point(|p| p.t <= last);
+            out.drain(start..start + skip);
+        }
+        self.pos += hi;
     }
 }
 
@@ -203,10 +287,17 @@ impl Queryable for inferdb_storage::Db {
         let mut out = Vec::new();
         for s in q.select(matchers)? {
             let mut it = s.iter();
-            let mut points = Vec::new();
-            if let Some(first) = it.seek(mint) {
-                points.push(first);
-                points.extend(it.by_ref().take_while(|p| p.0 <= maxt));
+            let mut points: Vec<FPoint> = Vec::new();
+            let mut cur = it.seek(mint);
+            while let Some((t, f)) = cur {
+                if t > maxt {
+                    break;
+                }
+                // A seek that does not consume yields its sample again: skip repeats.
+                if t >= mint && points.last().is_none_or(|p| p.t < t) {
+                    points.push(FPoint { t, f });
+                }
+                cur = it.next();
             }
             if let Some(e) = it.take_err() {
                 return Err(StorageError::Storage(e));
@@ -216,7 +307,7 @@ impl Queryable for inferdb_storage::Db {
             }
             out.push(StoredSeries {
                 labels: s.labels().clone(),
-                samples: Box::new(VecIter::new(points)),
+                samples: Box::new(PointsIter { points, pos: 0 }),
             });
         }
         Ok(out)
@@ -294,5 +385,58 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn bulk_reads_match_iteration() {
+        let pts: Vec<(i64, f64)> = (0..50).map(|i| (i * 10, i as f64)).collect();
+        let fps: Vec<FPoint> = pts.iter().map(|&(t, f)| FPoint { t, f }).collect();
+        for (mint, maxt) in [(0, 490), (-5, 1000), (15, 200), (200, 200), (300, 100)] {
+            let want: Vec<FPoint> = fps
+                .iter()
+                .filter(|p| p.t >= mint && p.t <= maxt)
+                .copied()
+                .collect();
+            let mut a = Vec::new();
+            SliceIter::new(&pts).read_range(mint, maxt, &mut a);
+            let mut b = Vec::new();
+            VecIter::new(pts.clone()).read_range(mint, maxt, &mut b);
+            let mut c = Vec::new();
+            PointsIter {
+                points: fps.clone(),
+                pos: 0,
+            }
+            .read_range(mint, maxt, &mut c);
+            // The default implementation, through seek and next.
+            struct Plain(VecIter);
+            impl Iterator for Plain {
+                type Item = (i64, f64);
+                fn next(&mut self) -> Option<(i64, f64)> {
+                    self.0.next()
+                }
+            }
+            impl SampleIter for Plain {
+                fn seek(&mut self, t: i64) -> Option<(i64, f64)> {
+                    self.0.seek(t)
+                }
+            }
+            let mut d = Vec::new();
+            Plain(VecIter::new(pts.clone())).read_range(mint, maxt, &mut d);
+            assert_eq!(a, want, "{mint} {maxt}");
+            assert_eq!(b, want);
+            assert_eq!(c, want);
+            assert_eq!(d, want);
+        }
+        // Appending keeps time strictly increasing.
+        let mut out = vec![FPoint { t: 100, f: -1.0 }];
+        PointsIter {
+            points: fps.clone(),
+            pos: 0,
+        }
+        .read_range(0, 150, &mut out);
+        assert_eq!(
+            out.iter().map(|p| p.t).collect::<Vec<_>>(),
+            [100, 110, 120, 130, 140, 150]
+        );
     }
 }

@@ -286,17 +286,7 @@ impl<'a> Evaluator<'a> {
         for mut s in series {
             self.check_limits()?;
             let mut points: Vec<FPoint> = Vec::new();
-            let mut cur = s.samples.seek(mint);
-            while let Some((t, v)) = cur {
-                if t > maxt {
-                    break;
-                }
-                // A seek that does not consume yields its sample again: skip repeats.
-                if t >= mint && points.last().is_none_or(|p| p.t < t) {
-                    points.push(FPoint { t, f: v });
-                }
-                cur = s.samples.next();
-            }
+            s.samples.read_range(mint, maxt, &mut points);
             if let Some(e) = s.samples.err() {
                 return Err(QueryError::Storage(crate::storage::StorageError::Other(e)));
             }
