@@ -231,7 +231,7 @@ impl RemoteWriteConfig {
             }
         }
         for r in &self.write_relabel_configs {
-            r.validate().or_else(|e| bad(e))?;
+            r.validate().or_else(bad)?;
         }
         let q = &mut self.queue_config;
         if q.max_samples_per_send == 0 {

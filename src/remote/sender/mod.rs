@@ -275,7 +275,7 @@ impl Inner {
             h.abort();
             let _ = h.await;
         }
-        done && shards.iter().all(|s| s.len() == 0)
+        done && shards.iter().all(|s| s.is_empty())
     }
 
     fn shards(&self) -> Vec<Arc<Shard>> {

@@ -93,7 +93,8 @@ impl Sender {
 /// What a shard holds.
 #[derive(Default)]
 pub struct ShardState {
-    /// Buffered samples, oldest first; the first `inflight` are being sent.
+    /// Buffered samples, oldest first; the shard task sends a copy of the front ones and
+    /// removes them once acknowledged.
     pub pending: VecDeque<Item>,
     /// When the oldest buffered sample arrived.
     pub oldest: Option<Instant>,
@@ -139,6 +140,11 @@ impl Shard {
     /// Buffered samples.
     pub fn len(&self) -> usize {
         self.state.lock().map(|s| s.pending.len()).unwrap_or(0)
+    }
+
+    /// Whether nothing is buffered.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 
