@@ -263,15 +263,19 @@ impl Inner {
         for s in &shards {
             s.wake.notify_one();
         }
-        let mut handles = handles;
+        let mut handles: Vec<Option<tokio::task::JoinHandle<()>>> =
+            handles.into_iter().map(Some).collect();
         let all = async {
             for h in handles.iter_mut() {
-                let _ = h.await;
+                if let Some(j) = h {
+                    let _ = j.await;
+                    *h = None;
+                }
             }
         };
         let done = tokio::time::timeout(deadline, all).await.is_ok();
         ctl.stop.store(true, Ordering::Release);
-        for h in handles {
+        for h in handles.into_iter().flatten() {
             h.abort();
             let _ = h.await;
         }
@@ -903,6 +907,169 @@ pub async fn follow_config(
         tokio::select! {
             r = configs.changed() => if r.is_err() { return },
             _ = &mut stop => return,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::remote::proto::WriteRequest;
+    use axum::body::Bytes;
+    use axum::http::{HeaderMap, StatusCode};
+    use inferdb_storage::wal::{RefSample, WalWriter};
+
+    /// What the fake receiver saw.
+    #[derive(Default)]
+    struct Seen {
+        /// (series name, t) of accepted samples, in arrival order.
+        accepted: Vec<(String, i64)>,
+        requests: usize,
+        headers: Vec<HeaderMap>,
+    }
+
+    /// A receiver answering the i-th request with `answers[i]` (then 204).
+    async fn receiver(answers: Vec<u16>) -> (String, Arc<Mutex<Seen>>) {
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        let s2 = seen.clone();
+        let app = axum::Router::new().route(
+            "/write",
+            axum::routing::post(move |h: HeaderMap, body: Bytes| {
+                let seen = s2.clone();
+                let answers = answers.clone();
+                async move {
+                    let req: WriteRequest = crate::remote::codec::decode(&body, 1 << 26).unwrap();
+                    let mut g = seen.lock().unwrap();
+                    let code = answers.get(g.requests).copied().unwrap_or(204);
+                    g.requests += 1;
+                    g.headers.push(h);
+                    if code == 204 {
+                        for ts in &req.timeseries {
+                            let name = ts.labels.iter().find(|l| l.name == "__name__").unwrap();
+                            for s in &ts.samples {
+                                g.accepted.push((name.value.clone(), s.timestamp));
+                            }
+                        }
+                    }
+                    (StatusCode::from_u16(code).unwrap(), "answer")
+                }
+            }),
+        );
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+        (format!("http://{addr}/write"), seen)
+    }
+
+    fn wal_with(dir: &Path, n: i64) {
+        let mut w = WalWriter::create(&dir.join("wal"), 0, Duration::ZERO, 1 << 20).unwrap();
+        let a = Labels::from_pairs([("__name__", "a"), ("job", "x")]);
+        let b = Labels::from_pairs([("__name__", "b"), ("job", "drop")]);
+        w.log_series([(1u64, &a), (2u64, &b)].into_iter());
+        for t in 0..n {
+            w.log_samples(&[RefSample { r: 1, t, v: 1.0 }, RefSample { r: 2, t, v: 2.0 }]);
+        }
+        w.flush().unwrap();
+    }
+
+    fn config(url: &str, extra: &str) -> RemoteWriteConfig {
+        let y = format!(
+            "- url: {url}
+  name: t
+  headers: {{X-Scope-OrgID: fleet}}
+  basic_auth: {{username: u, password: p}}
+  write_relabel_configs: [{{source_labels: [job], regex: drop, action: drop}}]
+  queue_config: {{max_samples_per_send: 10, batch_send_deadline: 50ms, min_backoff: 5ms, max_backoff: 20ms{extra}}}"
+        );
+        let v: serde_yaml::Value = serde_yaml::from_str(&y).unwrap();
+        crate::remote::config::parse(Some(&v), Path::new("."))
+            .unwrap()
+            .remove(0)
+    }
+
+    async fn until(f: impl Fn() -> bool) {
+        for _ in 0..400 {
+            if f() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn retries_5xx_drops_4xx_keeps_order_and_resumes() {
+        let d = tempfile::tempdir().unwrap();
+        wal_with(d.path(), 50);
+        // two 503s (retried), then one 400 (its 10 samples dropped), then all taken
+        let (url, seen) = receiver(vec![503, 503, 400]).await;
+        let ext: BTreeMap<String, String> = [("cluster".to_string(), "c1".to_string())].into();
+        let q = Queue::start(
+            config(&url, ""),
+            ext.clone(),
+            d.path(),
+            &d.path().join("wal"),
+        )
+        .unwrap();
+        until(|| seen.lock().unwrap().accepted.len() >= 40).await;
+        let m = q.metrics();
+        assert_eq!(m.retried.get(), 20, "two failed batches of 10");
+        assert_eq!(m.failed.get(), 10);
+        assert_eq!(m.sent_total(), 40);
+        assert_eq!(m.dropped.get(), 50, "series b dropped by write relabelling");
+        q.stop(Duration::from_secs(1)).await;
+        {
+            let g = seen.lock().unwrap();
+            let ts: Vec<i64> = g.accepted.iter().map(|x| x.1).collect();
+            // the refused batch (t 0..10) is gone, the rest arrived once, in order
+            assert_eq!(ts, (10..50).collect::<Vec<_>>());
+            assert!(g.accepted.iter().all(|x| x.0 == "a"));
+            let h = &g.headers[0];
+            assert_eq!(h["content-encoding"], "snappy");
+            assert_eq!(h["content-type"], "application/x-protobuf");
+            assert_eq!(h["x-prometheus-remote-write-version"], "0.1.0");
+            assert!(h["user-agent"].to_str().unwrap().starts_with("inferdb/"));
+            assert_eq!(h["x-scope-orgid"], "fleet");
+            assert_eq!(h["authorization"], "Basic dTpw");
+        }
+        // the position was saved: a restart sends only what is new
+        let file = PositionFile::new(d.path(), "t");
+        let marks = file.load().expect("position saved at stop");
+        assert!(marks.start() > Pos::default());
+        let mut w = WalWriter::create(&d.path().join("wal"), 1, Duration::ZERO, 1 << 20).unwrap();
+        w.log_samples(&[RefSample {
+            r: 1,
+            t: 50,
+            v: 1.0,
+        }]);
+        w.flush().unwrap();
+        let q = Queue::start(config(&url, ""), ext, d.path(), &d.path().join("wal")).unwrap();
+        until(|| seen.lock().unwrap().accepted.len() >= 41).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        q.stop(Duration::from_secs(1)).await;
+        let g = seen.lock().unwrap();
+        assert_eq!(g.accepted.len(), 41, "nothing resent after the restart");
+        assert_eq!(g.accepted.last().unwrap().1, 50);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn http_429_is_dropped_unless_configured_to_retry() {
+        for (retry, failed, retried) in [(false, 10, 0), (true, 0, 10)] {
+            let d = tempfile::tempdir().unwrap();
+            wal_with(d.path(), 10);
+            let (url, seen) = receiver(vec![429]).await;
+            let extra = format!(", retry_on_http_429: {retry}");
+            let q = Queue::start(
+                config(&url, &extra),
+                BTreeMap::new(),
+                d.path(),
+                &d.path().join("wal"),
+            )
+            .unwrap();
+            until(|| seen.lock().unwrap().requests >= 1 + retry as usize).await;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            assert_eq!(q.metrics().failed.get(), failed);
+            assert_eq!(q.metrics().retried.get(), retried);
+            q.stop(Duration::from_secs(1)).await;
         }
     }
 }
