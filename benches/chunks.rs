@@ -76,7 +76,7 @@ fn per_sample(bytes: usize, samples: usize) -> f64 {
     bytes as f64 / samples.max(1) as f64
 }
 
-fn main() {
+pub fn main() {
     let hours: f64 = std::env::var("INFERDB_BENCH_HOURS")
         .ok()
         .and_then(|h| h.parse().ok())
@@ -247,6 +247,23 @@ fn main() {
         dec_wall = dec_wall.min(w);
         dec_cpu = dec_cpu.min(c);
     }
+    let (mut bulk_wall, mut bulk_cpu) = (f64::MAX, f64::MAX);
+    for _ in 0..3 {
+        let (mut ts, mut vs) = (Vec::with_capacity(256), Vec::with_capacity(256));
+        let mut acc = 0f64;
+        let mut n = 0usize;
+        let (w, c) = timed(|| {
+            for b in &auto_chunks {
+                ts.clear();
+                vs.clear();
+                n += chunk::decode_into(b, &mut ts, &mut vs).expect("decode");
+                acc += vs.iter().sum::<f64>();
+            }
+        });
+        black_box((acc, n));
+        bulk_wall = bulk_wall.min(w);
+        bulk_cpu = bulk_cpu.min(c);
+    }
     let m = total_samples as f64 / 1e6;
     println!(
         "\nthroughput, 1 thread, whole workload (M samples/s by wall clock / by thread CPU time):"
@@ -260,6 +277,11 @@ fn main() {
         "  decode (crc + iterate):   {:.1} / {:.1}",
         m / dec_wall,
         m / dec_cpu
+    );
+    println!(
+        "  decode_into (crc + bulk into t/v buffers): {:.1} / {:.1}",
+        m / bulk_wall,
+        m / bulk_cpu
     );
 
     if std::env::var_os("INFERDB_BENCH_SUMMARY_ONLY").is_some() {

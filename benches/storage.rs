@@ -169,7 +169,7 @@ fn rate(n: u64, d: Duration) -> f64 {
     n as f64 / d.as_secs_f64().max(1e-9) / 1e6
 }
 
-fn main() {
+pub fn main() {
     let hours: f64 = std::env::var("INFERDB_BENCH_HOURS")
         .ok()
         .and_then(|h| h.parse().ok())

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::block::Block;
 use crate::db::DbInner;
 use crate::error::{Error, Result};
-use crate::head::chunk::{self, SampleIter};
+use crate::head::chunk;
 use crate::labels::Labels;
 use crate::matcher::Matcher;
 
@@ -170,19 +170,42 @@ impl Series {
     }
 
     /// Iterates the samples in the querier's range, in time order, each timestamp once.
+    /// Chunks are decoded whole into buffers ([`chunk::SampleIter::decode_into`]);
+    /// [`SeriesIter::next_batch`] hands them out as slices.
     pub fn iter(&self) -> SeriesIter<'_> {
         let mut it = SeriesIter {
             s: self,
             next_chunk: 0,
-            cur: None,
-            merged: None,
-            last_t: None,
+            ts: Vec::new(),
+            vs: Vec::new(),
+            pos: 0,
+            end: 0,
+            last_t: i64::MIN,
+            started: false,
+            pending_err: None,
             err: None,
         };
         if self.overlapping {
-            it.merged = Some(it.merge_all().into_iter());
+            it.merge_all();
         }
         it
+    }
+
+    /// Appends every sample in the querier's range to `ts` (timestamps) and `vs` (values), in
+    /// time order, each timestamp once: the fast way to read a whole series. Returns the number
+    /// of samples appended; a corrupt chunk is an error (the samples before it stay appended).
+    pub fn decode_into(&self, ts: &mut Vec<i64>, vs: &mut Vec<f64>) -> Result<usize> {
+        let mut it = self.iter();
+        let mut n = 0;
+        while let Some((t, v)) = it.next_batch() {
+            ts.extend_from_slice(t);
+            vs.extend_from_slice(v);
+            n += t.len();
+        }
+        match it.take_err() {
+            Some(e) => Err(e),
+            None => Ok(n),
+        }
     }
 }
 
@@ -204,52 +227,99 @@ fn relabel(e: &Error) -> Error {
 }
 
 /// Iterates one series' samples; see [`SeriesIter::err`] after it ends.
+///
+/// Each chunk is decoded whole into two buffers (timestamps, values) and the part inside the
+/// range is handed out: by sample (`next`, `seek`) or as slices ([`next_batch`]).
+///
+/// [`next_batch`]: SeriesIter::next_batch
 pub struct SeriesIter<'a> {
     s: &'a Series,
     next_chunk: usize,
-    cur: Option<SampleIter<'a>>,
-    merged: Option<std::vec::IntoIter<(i64, f64)>>,
-    last_t: Option<i64>,
+    ts: Vec<i64>,
+    vs: Vec<f64>,
+    /// Next sample of the buffers to hand out; `end` is one past the last one in range.
+    pos: usize,
+    end: usize,
+    /// The last timestamp handed out (valid when `started`).
+    last_t: i64,
+    started: bool,
+    /// A decoding error to report once the samples before it are handed out.
+    pending_err: Option<Error>,
     err: Option<Error>,
 }
 
 impl<'a> SeriesIter<'a> {
-    fn open(&mut self, c: &'a SChunk) -> Option<SampleIter<'a>> {
-        let bytes: &'a [u8] = match &c.src {
+    fn chunk_bytes(&mut self, c: &'a SChunk) -> Option<&'a [u8]> {
+        match &c.src {
             Src::Block(b, r) => match b.chunk(*r) {
-                Ok(x) => x,
+                Ok(x) => Some(x),
                 Err(e) => {
                     self.err = Some(e);
-                    return None;
+                    None
                 }
             },
-            Src::Head(c) => c.bytes(),
+            Src::Head(c) => Some(c.bytes()),
+        }
+    }
+
+    /// Decodes chunk `c` into the buffers (cleared first); a decoding error is kept in
+    /// `pending_err` after the samples before it. `false` when the chunk cannot be read.
+    fn load(&mut self, c: &'a SChunk) -> bool {
+        self.ts.clear();
+        self.vs.clear();
+        self.pos = 0;
+        self.end = 0;
+        let Some(bytes) = self.chunk_bytes(c) else {
+            return false;
         };
         match chunk::decode(bytes) {
-            Ok(it) => Some(it),
+            Ok(mut it) => {
+                it.decode_into(&mut self.ts, &mut self.vs);
+                if let Some(e) = it.err() {
+                    self.pending_err = Some(relabel(e));
+                }
+                true
+            }
             Err(e) => {
                 self.err = Some(e);
-                None
+                false
             }
         }
     }
 
-    fn merge_all(&mut self) -> Vec<(i64, f64)> {
-        let mut all = Vec::new();
+    fn merge_all(&mut self) {
         let s = self.s;
+        let mut all: Vec<(i64, f64)> = Vec::new();
         for c in &s.chunks {
-            if let Some(it) = self.open(c) {
-                let mut it = it;
-                all.extend(it.by_ref().filter(|x| x.0 >= s.mint && x.0 <= s.maxt));
-                if let Some(e) = it.err() {
-                    self.err = Some(relabel(e));
-                }
+            if !self.load(c) {
+                break;
+            }
+            all.extend(
+                self.ts
+                    .iter()
+                    .zip(&self.vs)
+                    .map(|(&t, &v)| (t, v))
+                    .filter(|x| x.0 >= s.mint && x.0 <= s.maxt),
+            );
+            if let Some(e) = self.pending_err.take() {
+                self.err = Some(e);
+                break;
             }
         }
         // stable: on equal timestamps the earlier chunk (blocks before head) wins
         all.sort_by_key(|x| x.0);
         all.dedup_by_key(|x| x.0);
-        all
+        self.ts.clear();
+        self.vs.clear();
+        self.ts.extend(all.iter().map(|x| x.0));
+        self.vs.extend(all.iter().map(|x| x.1));
+        self.pos = 0;
+        self.end = self.ts.len();
+        self.next_chunk = s.chunks.len();
+        // a corrupt chunk ends the series after the samples merged so far
+        if let Some(e) = self.err.take() {
+            self.pending_err = Some(e);
+        }
     }
 
     /// The error that ended iteration early (a corrupt chunk), if any.
@@ -262,25 +332,64 @@ impl<'a> SeriesIter<'a> {
         self.err.take()
     }
 
-    /// Advances to the first sample at or after `t` and returns it.
-    pub fn seek(&mut self, t: i64) -> Option<(i64, f64)> {
-        if let Some(m) = &mut self.merged {
-            return m.find(|x| x.0 >= t);
+    /// The next run of samples (the rest of one chunk inside the range) as slices of
+    /// timestamps and values of equal length, never empty; `None` at the end (then see
+    /// [`err`](SeriesIter::err)). Mixes with `next` and `seek`.
+    pub fn next_batch(&mut self) -> Option<(&[i64], &[f64])> {
+        if !self.fill() {
+            return None;
         }
-        if self.last_t.is_some_and(|l| l >= t) {
-            return self.next();
+        let (a, b) = (self.pos, self.end);
+        self.pos = b;
+        self.last_t = self.ts[b - 1];
+        self.started = true;
+        Some((&self.ts[a..b], &self.vs[a..b]))
+    }
+
+    /// Makes `pos < end` by loading chunks; `false` at the end of the series.
+    #[inline]
+    fn fill(&mut self) -> bool {
+        if self.pos < self.end {
+            return true;
         }
-        // drop chunks that end before t
-        if let Some(c) = self
-            .next_chunk
-            .checked_sub(1)
-            .and_then(|i| self.s.chunks.get(i))
-        {
-            if c.max_time < t {
-                self.cur = None;
+        self.fill_slow()
+    }
+
+    fn fill_slow(&mut self) -> bool {
+        loop {
+            if let Some(e) = self.pending_err.take() {
+                self.err = Some(e);
+                self.finish();
+                return false;
+            }
+            if !self.advance_chunk() {
+                return false;
+            }
+            if self.pos < self.end {
+                return true;
             }
         }
-        if self.cur.is_none() {
+    }
+
+    /// Advances to the first sample at or after `t` and returns it.
+    pub fn seek(&mut self, t: i64) -> Option<(i64, f64)> {
+        if self.started && self.last_t >= t {
+            return self.next();
+        }
+        loop {
+            if self.pos < self.end {
+                if self.ts[self.end - 1] >= t {
+                    self.pos += self.ts[self.pos..self.end].partition_point(|&x| x < t);
+                    return self.next();
+                }
+                self.pos = self.end;
+            }
+            if let Some(e) = self.pending_err.take() {
+                self.err = Some(e);
+                self.finish();
+                return None;
+            }
+            // skip chunks that end before t
             while self
                 .s
                 .chunks
@@ -289,25 +398,6 @@ impl<'a> SeriesIter<'a> {
             {
                 self.next_chunk += 1;
             }
-        }
-        let target = t.max(self.s.mint);
-        loop {
-            if let Some(it) = &mut self.cur {
-                if let Some(x) = it.seek(target) {
-                    if x.0 > self.s.maxt {
-                        self.finish();
-                        return None;
-                    }
-                    self.last_t = Some(x.0);
-                    return Some(x);
-                }
-                if let Some(e) = it.err() {
-                    self.err = Some(relabel(e));
-                    self.finish();
-                    return None;
-                }
-                self.cur = None;
-            }
             if !self.advance_chunk() {
                 return None;
             }
@@ -315,10 +405,13 @@ impl<'a> SeriesIter<'a> {
     }
 
     fn finish(&mut self) {
-        self.cur = None;
+        self.pos = 0;
+        self.end = 0;
         self.next_chunk = self.s.chunks.len();
     }
 
+    /// Loads the next chunk and sets `pos..end` to its samples inside the range and after
+    /// the last sample handed out.
     fn advance_chunk(&mut self) -> bool {
         let s = self.s;
         let Some(c) = s.chunks.get(self.next_chunk) else {
@@ -329,49 +422,39 @@ impl<'a> SeriesIter<'a> {
             self.finish();
             return false;
         }
-        match self.open(c) {
-            Some(it) => {
-                self.cur = Some(it);
-                true
-            }
-            None => {
-                self.finish();
-                false
-            }
+        if !self.load(c) {
+            self.finish();
+            return false;
         }
+        let from = if self.started {
+            s.mint.max(self.last_t.saturating_add(1))
+        } else {
+            s.mint
+        };
+        self.pos = self.ts.partition_point(|&x| x < from);
+        self.end = self.ts.partition_point(|&x| x <= s.maxt);
+        if self.end < self.ts.len() {
+            // past the range: no later chunk matters
+            self.next_chunk = s.chunks.len();
+        }
+        self.end = self.end.max(self.pos);
+        true
     }
 }
 
 impl Iterator for SeriesIter<'_> {
     type Item = (i64, f64);
 
+    #[inline]
     fn next(&mut self) -> Option<(i64, f64)> {
-        if let Some(m) = &mut self.merged {
-            return m.next();
+        if !self.fill() {
+            return None;
         }
-        loop {
-            if let Some(it) = &mut self.cur {
-                for x in it.by_ref() {
-                    if x.0 < self.s.mint || self.last_t.is_some_and(|l| x.0 <= l) {
-                        continue;
-                    }
-                    if x.0 > self.s.maxt {
-                        self.finish();
-                        return None;
-                    }
-                    self.last_t = Some(x.0);
-                    return Some(x);
-                }
-                if let Some(e) = it.err() {
-                    self.err = Some(relabel(e));
-                    self.finish();
-                    return None;
-                }
-                self.cur = None;
-            }
-            if !self.advance_chunk() {
-                return None;
-            }
-        }
+        let i = self.pos;
+        self.pos += 1;
+        let t = self.ts[i];
+        self.last_t = t;
+        self.started = true;
+        Some((t, self.vs[i]))
     }
 }

@@ -110,6 +110,12 @@ fn decode_all(b: &[u8]) -> Vec<(i64, u64)> {
     let mut it = decode(b).expect("decode");
     let out: Vec<_> = it.by_ref().map(|(t, v)| (t, v.to_bits())).collect();
     assert!(it.err().is_none(), "{:?}", it.err());
+    // the bulk decoder yields the same samples
+    let (mut ts, mut vs) = (Vec::new(), Vec::new());
+    let n = inferdb_storage::chunk::decode_into(b, &mut ts, &mut vs).expect("decode_into");
+    let bulk: Vec<_> = ts.iter().zip(&vs).map(|(&t, v)| (t, v.to_bits())).collect();
+    assert_eq!(n, bulk.len());
+    assert_eq!(bulk, out, "decode_into differs from iteration");
     out
 }
 

@@ -22,11 +22,17 @@ impl BitSink for BitCounter {
 }
 
 /// An append-only bit buffer backed by a `Vec<u8>`; the last byte is zero-padded.
+///
+/// The vector always holds at least 8 zero bytes after the last written byte, so a write is
+/// one 64-bit read-modify-write at the current byte.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct BitWriter {
     buf: Vec<u8>,
     bits: u64,
 }
+
+/// Zero bytes kept after the written ones.
+const SLACK: usize = 8;
 
 impl BitWriter {
     /// An empty writer.
@@ -44,6 +50,12 @@ impl BitWriter {
 
     /// The bytes written so far (the last one zero-padded).
     pub(crate) fn bytes(&self) -> &[u8] {
+        let n = self.bits.div_ceil(8) as usize;
+        self.buf.get(..n).unwrap_or(&[])
+    }
+
+    /// The bytes written so far followed by zero bytes (for readers).
+    pub(crate) fn padded(&self) -> &[u8] {
         &self.buf
     }
 
@@ -51,38 +63,48 @@ impl BitWriter {
     pub(crate) fn heap_bytes(&self) -> usize {
         self.buf.capacity()
     }
+
+    #[cold]
+    fn grow(&mut self) {
+        // grow gently: chunks are small and many are open at once
+        let extra = (self.buf.capacity() / 2).clamp(16, 256);
+        self.buf.reserve_exact(extra);
+        let cap = self.buf.capacity();
+        self.buf.resize(cap, 0);
+    }
+
+    /// Writes the low `n <= 57` bits of `value`, which has no bits above them.
+    #[inline(always)]
+    fn put(&mut self, value: u64, n: u32) {
+        let i = (self.bits >> 3) as usize;
+        if i + SLACK > self.buf.len() {
+            self.grow();
+        }
+        let used = (self.bits & 7) as u32;
+        if let Some(s) = self.buf.get_mut(i..i + 8) {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(s);
+            let w = u64::from_be_bytes(a) | (value << (64 - used - n));
+            s.copy_from_slice(&w.to_be_bytes());
+        }
+        self.bits += u64::from(n);
+    }
 }
 
 impl BitSink for BitWriter {
-    #[inline]
+    #[inline(always)]
     fn write(&mut self, value: u64, n: u32) {
         if n == 0 {
             return;
         }
-        let mut n = n.min(64);
-        let v = if n == 64 {
-            value
+        if n <= 57 {
+            self.put(value & ((1u64 << n) - 1), n);
         } else {
-            value & ((1u64 << n) - 1)
-        };
-        while n > 0 {
-            let used = (self.bits & 7) as u32;
-            if used == 0 {
-                if self.buf.len() == self.buf.capacity() {
-                    // grow gently: chunks are small and many are open at once
-                    let extra = (self.buf.capacity() / 2).clamp(16, 256);
-                    self.buf.reserve_exact(extra);
-                }
-                self.buf.push(0);
-            }
-            let free = 8 - used;
-            let take = free.min(n);
-            let part = (v >> (n - take)) & ((1u64 << take) - 1);
-            if let Some(last) = self.buf.last_mut() {
-                *last |= (part as u8) << (free - take);
-            }
-            n -= take;
-            self.bits += u64::from(take);
+            let n = n.min(64);
+            let lo = value & ((1u64 << 32) - 1);
+            let hi = (value >> 32) & ((1u64 << (n - 32)) - 1);
+            self.put(hi, n - 32);
+            self.put(lo, 32);
         }
     }
 }
@@ -270,9 +292,14 @@ impl Rice {
         let q = z >> k;
         let bits = if q < u64::from(RICE_ESCAPE) {
             let q = q as u32;
-            // q ones followed by a zero
-            out.write((1u64 << (q + 1)) - 2, q + 1);
-            out.write(z, k);
+            // q ones followed by a zero, then the low k bits
+            if q + 1 + k <= 57 {
+                let low = z & ((1u64 << k) - 1);
+                out.write((((1u64 << (q + 1)) - 2) << k) | low, q + 1 + k);
+            } else {
+                out.write((1u64 << (q + 1)) - 2, q + 1);
+                out.write(z, k);
+            }
             q + 1 + k
         } else {
             let bl = 64 - z.leading_zeros(); // >= 5 since z >= 16
@@ -286,7 +313,7 @@ impl Rice {
     }
 
     /// Decodes one residual. Corrupt input yields some value and possibly an overrun.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn decode(&mut self, r: &mut BitReader<'_>) -> u64 {
         let k = self.k();
         let p = r.peek();

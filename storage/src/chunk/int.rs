@@ -39,7 +39,16 @@ pub(crate) fn to_scaled(v: f64, k: u8) -> Option<i64> {
     if s.is_nan() || s.abs() > MAX_INT as f64 {
         return None;
     }
-    let n = s.round() as i64;
+    // round half away from zero without a libm call: `s - trunc(s)` is exact here
+    let t = s as i64;
+    let frac = s - t as f64;
+    let n = if frac >= 0.5 {
+        t + 1
+    } else if frac <= -0.5 {
+        t - 1
+    } else {
+        t
+    };
     if from_scaled(n, k).to_bits() == v.to_bits() {
         return Some(n);
     }

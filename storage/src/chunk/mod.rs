@@ -424,7 +424,7 @@ impl Encoder {
             self.t0,
             self.delta1,
             self.first_value_code(),
-            BitReader::new(self.w.bytes(), self.w.bit_len()),
+            BitReader::new(self.w.padded(), self.w.bit_len()),
             0,
         )
     }
@@ -999,6 +999,20 @@ pub fn fuzz_decode(data: &[u8]) {
         }
         let _ = it.seek(i64::MAX);
     }
+    // bulk decoding yields exactly what iteration yields, errors included
+    if let (Ok(mut a), Ok(mut b)) = (decode_unverified(data), decode_unverified(data)) {
+        let want: Vec<(i64, u64)> = a.by_ref().map(|(t, v)| (t, v.to_bits())).collect();
+        let (mut ts, mut vs) = (Vec::new(), Vec::new());
+        let n = b.decode_into(&mut ts, &mut vs);
+        let got: Vec<(i64, u64)> = ts.iter().zip(&vs).map(|(&t, v)| (t, v.to_bits())).collect();
+        assert_eq!(n, got.len());
+        assert_eq!(got, want, "decode_into differs from iteration");
+        assert_eq!(
+            a.err().map(|e| e.to_string()),
+            b.err().map(|e| e.to_string()),
+            "decode_into reports another error"
+        );
+    }
     // round trip of the bytes read as samples
     let mut w = ChunkWriter::new();
     let mut t: i64 = 1_796_198_400_000;
@@ -1313,6 +1327,368 @@ impl Iterator for SampleIter<'_> {
     }
 }
 
+/// A residual decoder with a fixed coding (monomorphised bulk decoding).
+trait ResDec: Copy {
+    fn dec(&mut self, r: &mut BitReader<'_>) -> u64;
+}
+
+impl ResDec for Rice {
+    #[inline(always)]
+    fn dec(&mut self, r: &mut BitReader<'_>) -> u64 {
+        self.decode(r)
+    }
+}
+
+impl ResDec for Sparse {
+    #[inline(always)]
+    fn dec(&mut self, r: &mut BitReader<'_>) -> u64 {
+        self.decode(r)
+    }
+}
+
+/// Timestamp decoding for samples 2.. of a chunk with one coding.
+trait TimeDec {
+    /// The timestamp of sample `idx`, given the previous one `t`.
+    fn step(&mut self, r: &mut BitReader<'_>, t: i64) -> i64;
+}
+
+struct TRegular {
+    delta1: i64,
+}
+
+impl TimeDec for TRegular {
+    #[inline(always)]
+    fn step(&mut self, _r: &mut BitReader<'_>, t: i64) -> i64 {
+        t.wrapping_add(self.delta1)
+    }
+}
+
+struct TDelta<C> {
+    delta1: i64,
+    c: C,
+}
+
+impl<C: ResDec> TimeDec for TDelta<C> {
+    #[inline(always)]
+    fn step(&mut self, r: &mut BitReader<'_>, t: i64) -> i64 {
+        t.wrapping_add(self.delta1.wrapping_add(unzigzag(self.c.dec(r))))
+    }
+}
+
+struct TDod<C> {
+    delta: i64,
+    c: C,
+}
+
+impl<C: ResDec> TimeDec for TDod<C> {
+    #[inline(always)]
+    fn step(&mut self, r: &mut BitReader<'_>, t: i64) -> i64 {
+        self.delta = self.delta.wrapping_add(unzigzag(self.c.dec(r)));
+        t.wrapping_add(self.delta)
+    }
+}
+
+struct TGrid<C> {
+    /// The grid point of the next sample.
+    grid: i64,
+    delta1: i64,
+    c: C,
+}
+
+impl<C: ResDec> TimeDec for TGrid<C> {
+    #[inline(always)]
+    fn step(&mut self, r: &mut BitReader<'_>, _t: i64) -> i64 {
+        let t = self.grid.wrapping_add(unzigzag(self.c.dec(r)));
+        self.grid = self.grid.wrapping_add(self.delta1);
+        t
+    }
+}
+
+/// Value decoding for samples 1.. of a chunk with one coding.
+trait ValueDec {
+    fn step(&mut self, r: &mut BitReader<'_>) -> f64;
+}
+
+struct VConst(f64);
+
+impl ValueDec for VConst {
+    #[inline(always)]
+    fn step(&mut self, _r: &mut BitReader<'_>) -> f64 {
+        self.0
+    }
+}
+
+struct VXor(XorState);
+
+impl ValueDec for VXor {
+    #[inline(always)]
+    fn step(&mut self, r: &mut BitReader<'_>) -> f64 {
+        f64::from_bits(self.0.decode(r))
+    }
+}
+
+struct VInt<C> {
+    c: C,
+    n: i64,
+    d: i64,
+    decimals: u8,
+    delta_of_delta: bool,
+    no_bits: bool,
+}
+
+impl<C: ResDec> ValueDec for VInt<C> {
+    #[inline(always)]
+    fn step(&mut self, r: &mut BitReader<'_>) -> f64 {
+        let z = if self.no_bits { 0 } else { self.c.dec(r) };
+        if z == EXCEPTION {
+            return f64::from_bits(r.read_long(64));
+        }
+        let x = unzigzag(z);
+        if self.delta_of_delta {
+            self.d = self.d.wrapping_add(x);
+            self.n = self.n.wrapping_add(self.d);
+        } else {
+            self.n = self.n.wrapping_add(x);
+        }
+        int::from_scaled(self.n, self.decimals)
+    }
+}
+
+impl SampleIter<'_> {
+    /// Decodes every remaining sample, appending timestamps to `ts` and values to `vs`
+    /// (the same samples `next` would return, in one tight loop per coding: the fast way
+    /// to read whole chunks). Returns the number of samples appended; corrupt data ends
+    /// the decoding early as it ends iteration (see [`err`](SampleIter::err)).
+    pub fn decode_into(&mut self, ts: &mut Vec<i64>, vs: &mut Vec<f64>) -> usize {
+        let start = ts.len();
+        if self.idx == 0 {
+            match self.next() {
+                Some((t, v)) => {
+                    ts.push(t);
+                    vs.push(v);
+                }
+                None => return 0,
+            }
+        }
+        if self.idx < self.count {
+            let left = usize::from(self.count - self.idx);
+            ts.reserve(left);
+            vs.reserve(left);
+            self.bulk_time(ts, vs);
+        } else {
+            self.check_end();
+        }
+        ts.len() - start
+    }
+
+    fn bulk_time(&mut self, ts: &mut Vec<i64>, vs: &mut Vec<f64>) {
+        if self.idx == 1 {
+            // the second sample's delta is the first delta, whatever the coding
+            self.bulk_value(
+                TRegular {
+                    delta1: self.delta1,
+                },
+                ts,
+                vs,
+                1,
+            );
+            if self.err.is_some() {
+                return;
+            }
+            if self.idx >= self.count {
+                self.check_end();
+                return;
+            }
+        }
+        match (self.time, self.ts_coder) {
+            (TimeEncoding::Regular, _) => self.bulk_value(
+                TRegular {
+                    delta1: self.delta1,
+                },
+                ts,
+                vs,
+                u16::MAX,
+            ),
+            (TimeEncoding::Delta { .. }, ResCoder::Rice(c)) => self.bulk_value(
+                TDelta {
+                    delta1: self.delta1,
+                    c,
+                },
+                ts,
+                vs,
+                u16::MAX,
+            ),
+            (TimeEncoding::Delta { .. }, ResCoder::Sparse(c)) => self.bulk_value(
+                TDelta {
+                    delta1: self.delta1,
+                    c,
+                },
+                ts,
+                vs,
+                u16::MAX,
+            ),
+            (TimeEncoding::DeltaOfDelta { .. }, ResCoder::Rice(c)) => self.bulk_value(
+                TDod {
+                    delta: self.delta,
+                    c,
+                },
+                ts,
+                vs,
+                u16::MAX,
+            ),
+            (TimeEncoding::DeltaOfDelta { .. }, ResCoder::Sparse(c)) => self.bulk_value(
+                TDod {
+                    delta: self.delta,
+                    c,
+                },
+                ts,
+                vs,
+                u16::MAX,
+            ),
+            (TimeEncoding::Grid { .. }, ResCoder::Rice(c)) => {
+                let grid = self.grid_point();
+                self.bulk_value(
+                    TGrid {
+                        grid,
+                        delta1: self.delta1,
+                        c,
+                    },
+                    ts,
+                    vs,
+                    u16::MAX,
+                )
+            }
+            (TimeEncoding::Grid { .. }, ResCoder::Sparse(c)) => {
+                let grid = self.grid_point();
+                self.bulk_value(
+                    TGrid {
+                        grid,
+                        delta1: self.delta1,
+                        c,
+                    },
+                    ts,
+                    vs,
+                    u16::MAX,
+                )
+            }
+        }
+        if self.err.is_none() {
+            self.check_end();
+        }
+    }
+
+    /// The grid point `t0 + idx * delta1` of the next sample.
+    fn grid_point(&self) -> i64 {
+        self.t0
+            .wrapping_add(i64::from(self.idx).wrapping_mul(self.delta1))
+    }
+
+    fn bulk_value<T: TimeDec>(&mut self, td: T, ts: &mut Vec<i64>, vs: &mut Vec<f64>, max: u16) {
+        match self.value {
+            ValueEncoding::Const => {
+                let v = VConst(self.v);
+                self.bulk(td, v, ts, vs, max);
+            }
+            ValueEncoding::Xor => {
+                let v = VXor(self.xor);
+                self.xor = self.bulk(td, v, ts, vs, max).0;
+            }
+            ValueEncoding::Int {
+                decimals,
+                delta_of_delta,
+                no_bits,
+                ..
+            } => match self.v_coder {
+                ResCoder::Rice(c) => {
+                    let v = VInt {
+                        c,
+                        n: self.n,
+                        d: self.d,
+                        decimals,
+                        delta_of_delta,
+                        no_bits,
+                    };
+                    let v = self.bulk(td, v, ts, vs, max);
+                    (self.n, self.d, self.v_coder) = (v.n, v.d, ResCoder::Rice(v.c));
+                }
+                ResCoder::Sparse(c) => {
+                    let v = VInt {
+                        c,
+                        n: self.n,
+                        d: self.d,
+                        decimals,
+                        delta_of_delta,
+                        no_bits,
+                    };
+                    let v = self.bulk(td, v, ts, vs, max);
+                    (self.n, self.d, self.v_coder) = (v.n, v.d, ResCoder::Sparse(v.c));
+                }
+            },
+        }
+    }
+
+    /// The loop: at most `max` samples (all remaining with `u16::MAX`). Leaves `t`, `v`, `idx`
+    /// as `next` would; returns the value decoder (its state), the timestamp state is only
+    /// needed for the second sample, which is decoded alone.
+    #[inline(always)]
+    fn bulk<T: TimeDec, V: ValueDec>(
+        &mut self,
+        mut td: T,
+        mut vd: V,
+        ts: &mut Vec<i64>,
+        vs: &mut Vec<f64>,
+        max: u16,
+    ) -> V {
+        let mut r = self.r.clone();
+        let mut t = self.t;
+        let mut v = self.v;
+        let n = usize::from(self.count.saturating_sub(self.idx).min(max));
+        let base = ts.len();
+        ts.resize(base + n, 0);
+        vs.resize(base + n, 0.0);
+        let mut done = 0usize;
+        let mut bad = None;
+        for (ot, ov) in ts[base..].iter_mut().zip(vs[base..].iter_mut()) {
+            let nt = td.step(&mut r, t);
+            if nt <= t {
+                bad = Some("timestamps not increasing");
+                break;
+            }
+            let nv = vd.step(&mut r);
+            if r.overrun() {
+                bad = Some("bit stream ends early");
+                break;
+            }
+            t = nt;
+            v = nv;
+            *ot = t;
+            *ov = v;
+            done += 1;
+        }
+        ts.truncate(base + done);
+        vs.truncate(base + done);
+        self.r = r;
+        self.t = t;
+        self.v = v;
+        self.idx += done as u16;
+        if let Some(reason) = bad {
+            self.fail(reason);
+        }
+        vd
+    }
+}
+
+/// Decodes the chunk at the start of `bytes` (after verifying header and checksum), appending
+/// its timestamps to `ts` and values to `vs`; returns the number of samples appended.
+pub fn decode_into(bytes: &[u8], ts: &mut Vec<i64>, vs: &mut Vec<f64>) -> Result<usize, Error> {
+    let mut it = decode(bytes)?;
+    let n = it.decode_into(ts, vs);
+    match it.take_err() {
+        Some(e) => Err(e),
+        None => Ok(n),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1334,6 +1710,22 @@ mod tests {
         assert_eq!(open, want);
         let bytes = w.finish();
         assert_eq!(collect(&bytes), want);
+        let (mut ts, mut vs) = (vec![7], vec![7.0]);
+        assert_eq!(decode_into(&bytes, &mut ts, &mut vs).unwrap(), want.len());
+        let bulk: Vec<_> = ts[1..]
+            .iter()
+            .zip(&vs[1..])
+            .map(|(&t, v)| (t, v.to_bits()))
+            .collect();
+        assert_eq!(bulk, want);
+        // bulk after a few samples were iterated
+        let mut it = decode(&bytes).unwrap();
+        let mut mixed: Vec<_> = it.by_ref().take(3).map(|(t, v)| (t, v.to_bits())).collect();
+        let (mut ts, mut vs) = (Vec::new(), Vec::new());
+        it.decode_into(&mut ts, &mut vs);
+        mixed.extend(ts.iter().zip(&vs).map(|(&t, v)| (t, v.to_bits())));
+        assert_eq!(mixed, want);
+        assert!(it.err().is_none());
         assert_eq!(encoded_len(&bytes).unwrap(), bytes.len());
         for p in [EncodePolicy::Xor, EncodePolicy::Auto] {
             let b = w.finish_with(p).unwrap();
