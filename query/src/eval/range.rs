@@ -779,6 +779,8 @@ pub(crate) mod tests {
 
     /// Turns the column-wise evaluation off (for comparing it with the per-step one).
     pub(crate) static DISABLED: AtomicBool = AtomicBool::new(false);
+    /// Serializes the tests that switch the column-wise evaluation off.
+    static SWITCH: std::sync::Mutex<()> = std::sync::Mutex::new(());
     /// How many range evaluations were done column-wise.
     pub(crate) static USED: AtomicUsize = AtomicUsize::new(0);
 
@@ -832,6 +834,7 @@ pub(crate) mod tests {
 
     #[test]
     fn column_evaluation_equals_step_evaluation() {
+        let _switch = SWITCH.lock().unwrap_or_else(|e| e.into_inner());
         let s = store();
         let e = Engine::new(EngineOptions::default());
         let queries = [
@@ -912,6 +915,7 @@ pub(crate) mod tests {
 
     #[test]
     fn errors_and_limits_come_from_the_step_evaluator() {
+        let _switch = SWITCH.lock().unwrap_or_else(|e| e.into_inner());
         let mut s = store();
         // Same labels once the name is dropped, at overlapping times.
         let l = Labels::from_pairs([("__name__", "other_total"), ("job", "a"), ("m", "x")]);
