@@ -757,13 +757,22 @@ impl ChunkWriter {
         let mut e = Encoder::new(time, value);
         let k = decimals_of(value);
         let is_int = matches!(value, ValueEncoding::Int { .. });
-        let scaled = |v: f64| if is_int { int::to_scaled(v, k) } else { None };
+        // decode the open stream once, in bulk
+        let n = self.len();
+        let (mut ts, mut vs) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        self.iter().decode_into(&mut ts, &mut vs);
+        let ns: Vec<Option<i64>> = if is_int {
+            vs.iter().map(|&v| int::to_scaled(v, k)).collect()
+        } else {
+            Vec::new()
+        };
+        let scaled = |i: usize| ns.get(i).copied().flatten();
         let (mut ts_ahead, mut v_ahead) = (Vec::new(), Vec::new());
         if time_sparse(time) || value_sparse(value) {
             // the run-length coding writes a run's length where it starts: collect residuals
             let dod_t = matches!(time, TimeEncoding::DeltaOfDelta { .. });
             let grid_t = matches!(time, TimeEncoding::Grid { .. });
-            let mut t0 = 0;
+            let t0 = ts.first().copied().unwrap_or(0);
             let dod_v = matches!(
                 value,
                 ValueEncoding::Int {
@@ -771,8 +780,10 @@ impl ChunkWriter {
                     ..
                 }
             );
+            ts_ahead.reserve(n);
+            v_ahead.reserve(n);
             let (mut prev_t, mut delta1, mut delta_prev, mut n_prev, mut d_prev) = (0, 0, 0, 0, 0);
-            for (i, (t, v)) in self.iter().enumerate() {
+            for (i, &t) in ts.iter().enumerate() {
                 if i >= 1 {
                     let delta = t.wrapping_sub(prev_t);
                     if i == 1 {
@@ -785,11 +796,9 @@ impl ChunkWriter {
                         ts_ahead.push(zigzag(delta.wrapping_sub(base)));
                     }
                     delta_prev = delta;
-                } else {
-                    t0 = t;
                 }
                 prev_t = t;
-                match scaled(v) {
+                match scaled(i) {
                     Some(n) => {
                         if i >= 1 {
                             let d = n.wrapping_sub(n_prev);
@@ -802,8 +811,8 @@ impl ChunkWriter {
                 }
             }
         }
-        for (t, v) in self.iter() {
-            e.push_ahead(t, v, scaled(v), &ts_ahead, &v_ahead);
+        for (i, (&t, &v)) in ts.iter().zip(&vs).enumerate() {
+            e.push_ahead(t, v, scaled(i), &ts_ahead, &v_ahead);
         }
         e.to_bytes()
     }
