@@ -215,7 +215,7 @@ fn client(dir: &Path, identity: bool) -> reqwest::Client {
     let ca = reqwest::Certificate::from_pem(&std::fs::read(dir.join("ca.pem")).unwrap()).unwrap();
     let mut b = reqwest::Client::builder()
         .add_root_certificate(ca)
-        .timeout(Duration::from_secs(10));
+        .timeout(Duration::from_secs(30));
     if identity {
         let mut pem = std::fs::read(dir.join("client.pem")).unwrap();
         pem.extend(std::fs::read(dir.join("client.key")).unwrap());
@@ -463,4 +463,37 @@ fn settings_rustls_cannot_honour_stop_serve_with_a_message() {
         assert!(!out.status.success(), "{extra}: serve started");
         assert!(err.contains(says), "{extra}: {err}");
     }
+}
+
+#[test]
+fn the_example_web_config_in_deploy_works() {
+    if !have("openssl") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    make_certs(dir.path());
+    std::fs::copy(
+        dir.path().join("server.pem"),
+        dir.path().join("inferdb.crt"),
+    )
+    .unwrap();
+    std::fs::copy(
+        dir.path().join("server.key"),
+        dir.path().join("inferdb.key"),
+    )
+    .unwrap();
+    let web = dir.path().join("web-config.yml");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/web-config.example.yml"),
+        &web,
+    )
+    .unwrap();
+    let srv = start(&web);
+    let rt = rt();
+    let url = format!("https://127.0.0.1:{}/api/v1/labels", srv.port);
+    let c = client(dir.path(), false);
+    let (st, body) = get(&rt, &c, &url, Some(("grafana", "grafana"))).unwrap();
+    assert_eq!(st, 200, "{body}");
+    let (st, _) = get(&rt, &c, &url, None).unwrap();
+    assert_eq!(st, 401);
 }
