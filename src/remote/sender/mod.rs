@@ -12,9 +12,9 @@
 //! samples at or after each shard's oldest unacknowledged timestamp (saved with the marks).
 //!
 //! The number of shards starts at `min_shards` and follows the load between `min_shards` and
-//! `max_shards` (re-evaluated every 10 s while the remote answers): enough shards to send the
-//! incoming rate plus the backlog in about 10 s. Resharding drains the shards first, so
-//! per-series order holds.
+//! `max_shards` (re-evaluated every 5 s while the remote answers): enough shards to send the
+//! incoming rate plus what is buffered in about 10 s, doubled while the reader waits for room
+//! (a WAL backlog). Resharding drains the shards first, so per-series order holds.
 //!
 //! Metrics (labels `remote_name`, `url`), named as Prometheus names them:
 //! `prometheus_remote_storage_samples_total` (sent), `_samples_failed_total` (refused with a
@@ -96,6 +96,8 @@ pub struct Metrics {
     pub send_seconds: Histogram,
     /// Samples handed to shards (for resharding).
     enqueued: AtomicU64,
+    /// Times the reader waited for room in a shard (for resharding).
+    blocked: AtomicU64,
 }
 
 impl Metrics {
@@ -165,6 +167,7 @@ impl Metrics {
                 &l,
             ),
             enqueued: AtomicU64::new(0),
+            blocked: AtomicU64::new(0),
         })
     }
 
@@ -497,7 +500,7 @@ async fn control_loop(inner: Arc<Inner>, stop: Arc<tokio::sync::Notify>) {
         }
         inner.save(&mut last_saved);
         inner.metrics.pending.set(inner.pending() as f64);
-        if window.elapsed() >= Duration::from_secs(10) {
+        if window.elapsed() >= Duration::from_secs(5) {
             let now = Snapshot::take(&inner);
             let secs = window.elapsed().as_secs_f64();
             if let Some(n) = desired_shards(&inner, &base, &now, secs) {
@@ -512,6 +515,7 @@ async fn control_loop(inner: Arc<Inner>, stop: Arc<tokio::sync::Notify>) {
 
 struct Snapshot {
     enqueued: u64,
+    blocked: u64,
     sent: u64,
     send_seconds: f64,
     retried: u64,
@@ -522,6 +526,7 @@ impl Snapshot {
         let m = &inner.metrics;
         Snapshot {
             enqueued: m.enqueued.load(Ordering::Relaxed),
+            blocked: m.blocked.load(Ordering::Relaxed),
             sent: m.sent.get(),
             send_seconds: m.send_seconds.sum(),
             retried: m.retried.get(),
@@ -529,8 +534,9 @@ impl Snapshot {
     }
 }
 
-/// Shards needed to send the incoming rate and the backlog within about 10 s; `None` to keep
-/// the current number (also while requests fail: draining would wait for the remote).
+/// Shards needed to send the incoming rate and the buffered samples within about 10 s, at
+/// least twice the current number while the reader waits for room (a WAL backlog); `None`
+/// to keep the current number (also while requests fail: draining would wait for the remote).
 fn desired_shards(inner: &Inner, a: &Snapshot, b: &Snapshot, secs: f64) -> Option<usize> {
     let cur = inner.shards().len().max(1);
     if b.retried > a.retried || secs <= 0.0 {
@@ -544,7 +550,12 @@ fn desired_shards(inner: &Inner, a: &Snapshot, b: &Snapshot, secs: f64) -> Optio
     let per_shard = sent / busy; // samples a shard sends per second of requests
     let incoming = (b.enqueued - a.enqueued) as f64 / secs;
     let backlog = inner.pending() as f64 / 10.0;
-    let want = ((incoming + backlog) / per_shard * 1.3).ceil() as usize;
+    let mut want = ((incoming + backlog) / per_shard * 1.3).ceil() as usize;
+    if b.blocked > a.blocked {
+        // the reader waited for room: the WAL holds more than the shards take (a backlog
+        // after an outage or restart); double until it stops waiting
+        want = want.max(cur * 2);
+    }
     let want = want.clamp(inner.min_shards, inner.max_shards);
     let change = want as f64 / cur as f64;
     if want != cur && !(0.7..=1.3).contains(&change) {
@@ -782,6 +793,7 @@ fn push(shard: &Shard, items: &mut Vec<Item>, inner: &Inner) -> bool {
     };
     while !items.is_empty() {
         while st.pending.len() >= inner.cap {
+            inner.metrics.blocked.fetch_add(1, Ordering::Relaxed);
             if inner.stop_reading.load(Ordering::Acquire) {
                 items.clear();
                 return false;
