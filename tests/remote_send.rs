@@ -372,11 +372,12 @@ fn remote_written_data_answers_the_same_queries() {
     i.wait_ready(&idb, &c);
     std::thread::sleep(Duration::from_secs(18));
     let end = now_ms() - 2000;
-    // range queries start once every rate window lies within the data: how the engines
-    // extrapolate at a series' first sample is not what this test is about
+    // range queries start once every rate window lies within the data
     let from = start + 8000;
     let mut queries = raw_samples(start - 1000, end);
     for q in [
+        "sum by (model_name) (rate(vllm:generation_tokens_total[5s]))",
+        "histogram_quantile(0.9, sum by (le, model_name) (rate(vllm:e2e_request_latency_seconds_bucket[5s])))",
         "sum by (model_name) (vllm:num_requests_running)",
         "max_over_time(vllm:generation_tokens_total[5s]) - min_over_time(vllm:generation_tokens_total[5s])",
         "sum by (le) (vllm:e2e_request_latency_seconds_bucket)",
