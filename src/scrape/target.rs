@@ -6,6 +6,7 @@
 //! (`up`, `scrape_duration_seconds`, ...) and staleness markers, and hands the batch to the
 //! [`SampleSink`].
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::hash::{Hash, Hasher};
@@ -535,6 +536,46 @@ impl Auth {
     }
 }
 
+/// A fast, non-cryptographic hasher for the series cache (keys are one target's series
+/// texts; a target crafting collisions only slows its own scrapes).
+#[derive(Debug, Default, Clone, Copy)]
+struct FxHasher(u64);
+
+impl FxHasher {
+    #[inline]
+    fn add(&mut self, w: u64) {
+        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+impl Hasher for FxHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(c);
+            self.add(u64::from_le_bytes(b));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut b = [0u8; 8];
+            b[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(b) ^ ((rest.len() as u64) << 59));
+        }
+    }
+    #[inline]
+    fn write_u8(&mut self, i: u8) {
+        self.add(i as u64);
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type BuildFx = std::hash::BuildHasherDefault<FxHasher>;
+
 struct CacheEntry {
     /// None: dropped by metric relabelling.
     series: Option<Arc<SeriesHandle>>,
@@ -570,7 +611,7 @@ pub struct ScrapeLoop {
     auth: Auth,
     sink: Arc<dyn SampleSink>,
     state: Arc<Mutex<TargetState>>,
-    cache: HashMap<Box<str>, CacheEntry>,
+    cache: HashMap<Box<str>, CacheEntry, BuildFx>,
     gen: u64,
     batch: Vec<SinkSample>,
     synthetic: Vec<Arc<SeriesHandle>>,
@@ -607,7 +648,7 @@ impl ScrapeLoop {
             auth,
             sink,
             state: Arc::new(Mutex::new(TargetState::default())),
-            cache: HashMap::new(),
+            cache: HashMap::default(),
             gen: 0,
             batch: Vec::new(),
             duration_hist: metrics::histogram_with(
@@ -886,8 +927,10 @@ impl ScrapeLoop {
         let gen = self.gen;
         self.batch.clear();
         let mut st = ProcessStats::default();
-        let mut meta: BTreeMap<String, MetricMetadata> = BTreeMap::new();
-        let mut meta_h = std::collections::hash_map::DefaultHasher::new();
+        // metadata lines, borrowed from the page; turned into owned strings only when the
+        // page's metadata changed since the last scrape (rarely)
+        let mut metas: Vec<(Cow<'_, str>, MetaField<'_>)> = Vec::new();
+        let mut meta_h = FxHasher::default();
         let mut bad_values = 0usize;
         for entry in exposition::parse(page, format) {
             let entry = match entry {
@@ -952,23 +995,17 @@ impl ScrapeLoop {
                 Entry::Help { name, help } => {
                     name.hash(&mut meta_h);
                     help.hash(&mut meta_h);
-                    meta.entry(name.into_owned())
-                        .or_insert_with(empty_meta)
-                        .help = help.into_owned();
+                    metas.push((name, MetaField::Help(help)));
                 }
                 Entry::Type { name, kind } => {
                     name.hash(&mut meta_h);
                     kind.hash(&mut meta_h);
-                    meta.entry(name.into_owned())
-                        .or_insert_with(empty_meta)
-                        .kind = kind.as_str().to_string();
+                    metas.push((name, MetaField::Type(kind.as_str())));
                 }
                 Entry::Unit { name, unit } => {
                     name.hash(&mut meta_h);
                     unit.hash(&mut meta_h);
-                    meta.entry(name.into_owned())
-                        .or_insert_with(empty_meta)
-                        .unit = unit.to_string();
+                    metas.push((name, MetaField::Unit(unit)));
                 }
             }
         }
@@ -1007,6 +1044,15 @@ impl ScrapeLoop {
         let h = meta_h.finish();
         if h != self.meta_hash {
             self.meta_hash = h;
+            let mut meta: BTreeMap<String, MetricMetadata> = BTreeMap::new();
+            for (name, field) in metas {
+                let m = meta.entry(name.into_owned()).or_insert_with(empty_meta);
+                match field {
+                    MetaField::Help(t) => m.help = t.into_owned(),
+                    MetaField::Type(t) => m.kind = t.to_string(),
+                    MetaField::Unit(t) => m.unit = t.to_string(),
+                }
+            }
             for m in meta.values_mut() {
                 if m.kind.is_empty() {
                     m.kind = "unknown".into();
@@ -1016,6 +1062,13 @@ impl ScrapeLoop {
         }
         Ok(st)
     }
+}
+
+/// One metadata line of a page, borrowed.
+enum MetaField<'a> {
+    Help(Cow<'a, str>),
+    Type(&'static str),
+    Unit(&'a str),
 }
 
 fn empty_meta() -> MetricMetadata {

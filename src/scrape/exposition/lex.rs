@@ -95,10 +95,133 @@ pub(super) fn next_label(s: &str) -> Option<(&str, LabelItem<'_>)> {
     label_item(s).ok()
 }
 
+/// The common case of [`series`] without nom: a bare name, optionally followed by
+/// `{name="value",...}` with no blanks (what client libraries write). `None` for anything
+/// else (blanks, quoted names, malformed text): the full parser then decides, and words the
+/// error. Accepts exactly what the full parser accepts for such lines.
+#[allow(clippy::type_complexity)]
+fn series_fast(line: &str) -> Option<(&str, (Cow<'_, str>, &str))> {
+    let b = line.as_bytes();
+    let class = |c: u8| CLASS[c as usize];
+    if class(*b.first()?) & NAME_START == 0 {
+        return None;
+    }
+    let mut i = 1;
+    while i < b.len() && class(b[i]) & NAME_CHAR != 0 {
+        i += 1;
+    }
+    let name = Cow::Borrowed(&line[..i]);
+    if b.get(i) != Some(&b'{') {
+        return Some((&line[i..], (name, "")));
+    }
+    i += 1;
+    let body = i;
+    if b.get(i) == Some(&b'}') {
+        return Some((&line[i + 1..], (name, "")));
+    }
+    loop {
+        // name="value"
+        if class(*b.get(i)?) & LABEL_START == 0 {
+            return None;
+        }
+        i += 1;
+        while i < b.len() && class(b[i]) & LABEL_CHAR != 0 {
+            i += 1;
+        }
+        if b.get(i) != Some(&b'=') || b.get(i + 1) != Some(&b'"') {
+            return None;
+        }
+        i += 2;
+        loop {
+            i = skip_plain(b, i);
+            match *b.get(i)? {
+                b'"' => break,
+                // an escape: the backslash and the next byte (quotes and backslashes are
+                // ASCII, so skipping one byte of a multi-byte character is harmless)
+                b'\\' => {
+                    b.get(i + 1)?;
+                    i += 2;
+                }
+                _ => i += 1,
+            }
+        }
+        i += 1;
+        match *b.get(i)? {
+            b',' => {
+                i += 1;
+                if b.get(i) == Some(&b'}') {
+                    return Some((&line[i + 1..], (name, &line[body..i])));
+                }
+            }
+            b'}' => return Some((&line[i + 1..], (name, &line[body..i]))),
+            _ => return None,
+        }
+    }
+}
+
+const NAME_START: u8 = 1;
+const NAME_CHAR: u8 = 2;
+const LABEL_START: u8 = 4;
+const LABEL_CHAR: u8 = 8;
+
+/// Character classes of bytes for the fast path.
+static CLASS: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut c = 0usize;
+    while c < 256 {
+        let b = c as u8;
+        let alpha = b.is_ascii_alphabetic() || b == b'_';
+        let digit = b.is_ascii_digit();
+        let mut k = 0;
+        if alpha || b == b':' {
+            k |= NAME_START | NAME_CHAR;
+        }
+        if digit {
+            k |= NAME_CHAR | LABEL_CHAR;
+        }
+        if alpha {
+            k |= LABEL_START | LABEL_CHAR;
+        }
+        t[c] = k;
+        c += 1;
+    }
+    t
+};
+
+/// The first index at or after `i` (eight bytes at a time) where a `"` or `\\` may be; the
+/// caller looks at the byte there.
+#[inline]
+fn skip_plain(b: &[u8], mut i: usize) -> usize {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    while i + 8 <= b.len() {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(&b[i..i + 8]);
+        let w = u64::from_le_bytes(a);
+        let q = w ^ (LO * b'"' as u64);
+        let s = w ^ (LO * b'\\' as u64);
+        // a zero byte in q or s: the lowest flagged byte is exact
+        let z = (q.wrapping_sub(LO) & !q & HI) | (s.wrapping_sub(LO) & !s & HI);
+        if z != 0 {
+            return i + (z.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    i
+}
+
 /// Parses the series part of a sample line: `name`, `name{...}` or `{"name", ...}`.
 /// Gives the rest of the line, the metric name and the raw text between the braces.
 #[allow(clippy::type_complexity)]
 pub(super) fn series(line: &str) -> Result<(&str, (Cow<'_, str>, &str)), String> {
+    if let Some(r) = series_fast(line) {
+        return Ok(r);
+    }
+    series_full(line)
+}
+
+#[allow(clippy::type_complexity)]
+fn series_full(line: &str) -> Result<(&str, (Cow<'_, str>, &str)), String> {
     let (rest, name) = match metric_name(line) {
         Ok((rest, n)) => (rest, Some(Cow::Borrowed(n))),
         Err(_) if line.starts_with('{') => (line, None),
@@ -262,6 +385,11 @@ fn float_literal(i: &str) -> IResult<&str, &str> {
 /// Parses a sample value: decimal and exponent forms, `NaN`, `Inf`, `+Inf`, `-Inf`
 /// (case-insensitive as Go's ParseFloat).
 pub fn parse_value(s: &str) -> Option<f64> {
+    // Rust's grammar for f64 is the one below (digits with an optional fraction and
+    // exponent, `inf`, `infinity`, `nan`, signed, case-insensitive); this is the fast path
+    if let Ok(v) = s.parse::<f64>() {
+        return Some(if v.is_nan() { f64::NAN } else { v });
+    }
     if let Ok(("", lit)) = float_literal(s) {
         return lit.parse::<f64>().ok();
     }
@@ -331,5 +459,60 @@ pub fn format_go_float(f: f64) -> String {
         } else {
             format!("{neg}{}.{}", &digits[..int_len], &digits[int_len..])
         }
+    }
+}
+
+#[cfg(test)]
+mod fast_path_tests {
+    use super::*;
+
+    /// The fast path gives what the full parser gives, wherever it answers.
+    #[test]
+    fn fast_series_agrees_with_the_full_parser() {
+        let mut lines: Vec<String> = [
+            "a 1",
+            "a{} 1",
+            "a{b=\"c\"} 1",
+            "a{b=\"c\",} 1",
+            "a{b=\"\"} 1",
+            "a{b=\"x\\\"y\\\\z\\n\",c=\"}{,=\"} 1",
+            "vllm:x{le=\"+Inf\",model_name=\"m/é\"} 2",
+            "a{b=\"c\" } 1",
+            "a{ b=\"c\"} 1",
+            "a{b=c} 1",
+            "a{b=\"c\"",
+            "a{b=\"c\\",
+            "a{b=\"c\"x} 1",
+            "a{,} 1",
+            "a{1b=\"c\"} 1",
+            "{\"a.b\"} 1",
+            "a{\"b.c\"=\"d\"} 1",
+            "1a 1",
+            "a{b=\"c\",,d=\"e\"} 1",
+            "a{b=\"0123456789\\\"abcdefgh\\\\ijklmnop\",c=\"ééééééééé\\\"\"} 1",
+            "a{b=\"0123456789abcdef} 1",
+            "a{b=\"0123456789abcde\\",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures");
+        for page in ["vllm/metrics-load.txt", "dcgm/metrics-8gpu.txt"] {
+            if let Ok(t) = std::fs::read_to_string(root.join(page)) {
+                lines.extend(
+                    t.lines()
+                        .filter(|l| !l.starts_with('#') && !l.is_empty())
+                        .map(String::from),
+                );
+            }
+        }
+        let mut fast = 0;
+        for l in &lines {
+            if let Some(f) = series_fast(l) {
+                fast += 1;
+                assert_eq!(Ok(f), series_full(l), "{l}");
+            }
+        }
+        assert!(fast > 100, "the fast path took {fast} lines");
     }
 }
