@@ -941,7 +941,7 @@ mod tests {
     }
 
     /// A receiver answering the i-th request with `answers[i]` (then 204).
-    async fn receiver(answers: Vec<u16>) -> (String, Arc<Mutex<Seen>>) {
+    async fn receiver(answers: Vec<(u16, &'static str)>) -> (String, Arc<Mutex<Seen>>) {
         let seen = Arc::new(Mutex::new(Seen::default()));
         let s2 = seen.clone();
         let app = axum::Router::new().route(
@@ -952,7 +952,7 @@ mod tests {
                 async move {
                     let req: WriteRequest = crate::remote::codec::decode(&body, 1 << 26).unwrap();
                     let mut g = seen.lock().unwrap();
-                    let code = answers.get(g.requests).copied().unwrap_or(204);
+                    let (code, text) = answers.get(g.requests).copied().unwrap_or((204, ""));
                     g.requests += 1;
                     g.headers.push(h);
                     if code == 204 {
@@ -963,7 +963,7 @@ mod tests {
                             }
                         }
                     }
-                    (StatusCode::from_u16(code).unwrap(), "answer")
+                    (StatusCode::from_u16(code).unwrap(), text)
                 }
             }),
         );
@@ -1013,7 +1013,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         wal_with(d.path(), 50);
         // two 503s (retried), then one 400 (its 10 samples dropped), then all taken
-        let (url, seen) = receiver(vec![503, 503, 400]).await;
+        let (url, seen) = receiver(vec![(503, "busy"), (503, "busy"), (400, "invalid")]).await;
         let ext: BTreeMap<String, String> = [("cluster".to_string(), "c1".to_string())].into();
         let q = Queue::start(
             config(&url, ""),
@@ -1068,7 +1068,7 @@ mod tests {
         for (retry, failed, retried) in [(false, 10, 0), (true, 0, 10)] {
             let d = tempfile::tempdir().unwrap();
             wal_with(d.path(), 10);
-            let (url, seen) = receiver(vec![429]).await;
+            let (url, seen) = receiver(vec![(429, "slow down")]).await;
             let extra = format!(", retry_on_http_429: {retry}");
             let q = Queue::start(
                 config(&url, &extra),
@@ -1083,5 +1083,56 @@ mod tests {
             assert_eq!(q.metrics().retried.get(), retried);
             q.stop(Duration::from_secs(1)).await;
         }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn out_of_order_refusal_resends_series_without_what_the_remote_has() {
+        let d = tempfile::tempdir().unwrap();
+        wal_with(d.path(), 10);
+        // the whole batch is refused for one old sample, then the series alone again; the
+        // sender drops the series' oldest sample and the rest is taken
+        let ooo = "out of order sample";
+        let (url, seen) = receiver(vec![(400, ooo), (400, ooo)]).await;
+        let q = Queue::start(
+            config(&url, ""),
+            BTreeMap::new(),
+            d.path(),
+            &d.path().join("wal"),
+        )
+        .unwrap();
+        until(|| seen.lock().unwrap().accepted.len() >= 9).await;
+        q.stop(Duration::from_secs(1)).await;
+        let g = seen.lock().unwrap();
+        let ts: Vec<i64> = g.accepted.iter().map(|x| x.1).collect();
+        assert_eq!(ts, (1..10).collect::<Vec<_>>());
+        assert_eq!(g.requests, 3);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn manager_keeps_unchanged_queues_and_stops_removed_ones() {
+        let d = tempfile::tempdir().unwrap();
+        wal_with(d.path(), 1);
+        let (url, _seen) = receiver(vec![]).await;
+        let mgr = RemoteWriteManager::new(d.path());
+        let ext = BTreeMap::new();
+        assert!(mgr.apply(vec![config(&url, "")], &ext).await.is_empty());
+        assert_eq!(mgr.names().await, vec!["t".to_string()]);
+        let mut other = config(&url, "");
+        other.name = Some("u".into());
+        mgr.apply(vec![config(&url, ""), other], &ext).await;
+        assert_eq!(mgr.names().await, vec!["t".to_string(), "u".to_string()]);
+        mgr.apply(vec![], &ext).await;
+        assert!(mgr.names().await.is_empty());
+        // a secret file that cannot be read: the queue does not start, the error says why
+        let mut bad = config(&url, "");
+        bad.basic_auth = Some(crate::remote::config::BasicAuth {
+            username: "u".into(),
+            password: None,
+            password_file: Some(d.path().join("missing")),
+        });
+        let errs = mgr.apply(vec![bad], &ext).await;
+        assert_eq!(errs.len(), 1);
+        assert!(errs[0].to_string().contains("missing"), "{}", errs[0]);
+        mgr.stop(Duration::from_secs(1)).await;
     }
 }
