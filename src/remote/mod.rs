@@ -6,5 +6,5 @@ pub mod codec;
 pub mod config;
 pub mod proto;
 pub mod receiver;
-pub mod wire;
 pub mod sender;
+pub mod wire;
