@@ -12,7 +12,9 @@ use inferdb_storage::{Db, Labels, Options};
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let dir = args.next().expect("usage: remote_write_wal DIR [SERIES] [SCRAPES]");
+    let dir = args
+        .next()
+        .expect("usage: remote_write_wal DIR [SERIES] [SCRAPES]");
     let series: usize = args.next().map(|s| s.parse().unwrap()).unwrap_or(10_000);
     let scrapes: usize = args.next().map(|s| s.parse().unwrap()).unwrap_or(100);
     let db = Db::open(
@@ -37,7 +39,10 @@ fn main() {
         .map(|i| {
             Labels::from_pairs([
                 ("__name__", names[i % names.len()].to_string()),
-                ("instance", format!("10.0.{}.{}:8000", i / 2000, (i / 40) % 50)),
+                (
+                    "instance",
+                    format!("10.0.{}.{}:8000", i / 2000, (i / 40) % 50),
+                ),
                 ("job", "vllm".to_string()),
                 ("le", format!("{}", (i / names.len()) % 5)),
                 ("model_name", "meta-llama/Llama-3.1-8B-Instruct".to_string()),
