@@ -439,9 +439,17 @@ impl<'a> Evaluator<'a> {
         }
     }
 
-    /// A range query: the steps are split into contiguous chunks evaluated in parallel when
-    /// there are enough of them, then the chunks' series are joined in time order.
+    /// A range query: column-wise where [`range::try_range`] can, otherwise step by step,
+    /// the steps split into contiguous chunks evaluated in parallel when there are enough of
+    /// them, then the chunks' series joined in time order.
     pub(crate) fn run_range(&mut self, expr: &Expr) -> EvalResult<Value> {
+        // Column-wise on this thread when the expression allows: it costs little per step,
+        // so threads (each loading its own windows' setup) would cost more CPU than they
+        // save.
+        if let Some(mut out) = range::try_range(self, expr, self.start, self.end)? {
+            out.sort_by(|a, b| a.metric.cmp(&b.metric));
+            return Ok(Value::Matrix(public_matrix(out)));
+        }
         let steps = ((self.end - self.start) / self.interval + 1) as usize;
         let threads = std::thread::available_parallelism()
             .map(|n| n.get())
@@ -507,9 +515,6 @@ impl<'a> Evaluator<'a> {
 
     /// Evaluates the steps `from, from + interval, ... <= to`; series in first-seen order.
     fn range_steps(&mut self, expr: &Expr, from: i64, to: i64) -> EvalResult<Matrix> {
-        if let Some(m) = range::try_range(self, expr, from, to)? {
-            return Ok(m);
-        }
         let mut index: HashMap<Metric, usize> = HashMap::new();
         let mut out: Matrix = Vec::new();
         let mut last_order: Vec<(Metric, bool, usize)> = Vec::new();
