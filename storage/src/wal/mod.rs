@@ -355,6 +355,10 @@ impl WalWriter {
         }
         self.seg_bytes += self.buf.len() as u64;
         self.buf.clear();
+        if self.buf.capacity() > 1 << 20 {
+            // a big commit (many new series at once) must not pin its buffer for good
+            self.buf.shrink_to(1 << 16);
+        }
         let since = *self.unsynced.get_or_insert_with(Instant::now);
         if since.elapsed() >= self.fsync_interval {
             self.sync()?;
