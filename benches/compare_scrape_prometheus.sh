@@ -150,6 +150,7 @@ wait "$SIM" 2>/dev/null || true
 
 echo
 echo "$SERVERS simulated vLLM servers ($SAMPLES_PER_PAGE samples a page), 1 s interval, ${DURATION} s each; simulator CPU (not counted): ${SIM_CPU} s"
+echo "every scrape stored would give $((SERVERS * WINDOW * (SAMPLES_PER_PAGE + 5))) samples in the last ${WINDOW} s (page + 5 synthetic series)"
 printf '%-11s %7s %7s %10s %7s %9s %11s %10s %10s %10s\n' server wall_s cpu_s cpu_scrape rss_MB maxrss_MB disk_bytes samples win_samples appended
 row() {
 	local name=$1 dir=$2
