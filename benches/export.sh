@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
-# Import/export benchmark for the CLI (run manually; see BENCHMARKS.md, "CLI import/export").
+# CLI import/export benchmark (run by hand; figures in BENCHMARKS.md, "CLI import/export").
 #
-#   benches/export.sh [WORKDIR]        (default /tmp/inferdb-export-bench)
+#   benches/export.sh [WORKDIR]        (default /tmp/inferdb-export-bench; needs ~12 GB free)
 #
-# 1. generates 24 h x 8 simulated vLLM servers (15 s scrapes) as one OpenMetrics file;
-# 2. imports it with `inferdb import openmetrics` and, when installed, with
-#    `promtool tsdb create-blocks-from openmetrics` (apt-get install -y prometheus);
-# 3. exports everything with `inferdb export parquet` (and csv), reporting rows/s and peak RSS
-#    (GNU time's "Maximum resident set size").
+# 1. generates 24 h x 8 simulated vLLM servers (15 s scrapes, 4224 series, 24.3 M samples,
+#    3.7 GB) as one OpenMetrics file (kept in WORKDIR for later runs);
+# 2. imports it with `inferdb import openmetrics` and with
+#    `promtool tsdb create-blocks-from openmetrics` (Prometheus 2.42; apt-get install -y
+#    prometheus), each after reading the file once so both find it in the page cache;
+# 3. exports the whole store with `inferdb export parquet` (one file per metric; and
+#    --partition-by day) and `inferdb export csv`.
+# Each step prints wall and CPU seconds (user + sys, from GNU time; the figures to compare on a
+# shared, loaded machine), peak RSS and samples (rows) per second of wall and of CPU time.
+# SKIP_PROMTOOL=1 leaves promtool out; SKIP_IMPORT=1 reuses WORKDIR/data.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 W=${1:-/tmp/inferdb-export-bench}
@@ -15,35 +20,57 @@ T=${CARGO_TARGET_DIR:-target}
 mkdir -p "$W"
 cargo build --release --bin inferdb --example gen_openmetrics
 BIN=$T/release/inferdb
-[ -s "$W/vllm-24h.om" ] || "$T/release/examples/gen_openmetrics" "$W/vllm-24h.om" 8 24 15
-ls -l "$W/vllm-24h.om"
-TIME="/usr/bin/time -f %e_s_wall_%M_KiB_maxrss"
+OM=$W/vllm-24h.om
+[ -s "$OM" ] || "$T/release/examples/gen_openmetrics" "$OM" 8 24 15
+ls -l "$OM"
+SAMPLES=$(grep -vc '^#' "$OM")
+echo "samples in the file: $SAMPLES"
 
-echo "== inferdb import"
-rm -rf "$W/data"
-$TIME "$BIN" import openmetrics --quiet --data-dir "$W/data" "$W/vllm-24h.om"
+# measure NAME COUNT CMD...: runs CMD under GNU time and prints one summary line.
+measure() {
+  local name=$1 count=$2
+  shift 2
+  /usr/bin/time -o "$W/time.txt" -f '%e %U %S %M' "$@" >"$W/out.txt" 2>&1 || {
+    cat "$W/out.txt"
+    return 1
+  }
+  read -r wall user sys rss <"$W/time.txt"
+  awk -v n="$name" -v c="$count" -v w="$wall" -v u="$user" -v s="$sys" -v r="$rss" 'BEGIN {
+    cpu = u + s
+    printf "%-34s wall %7.2f s  cpu %7.2f s (user %.2f, sys %.2f)  max RSS %7.1f MiB  %6.2f M/s wall  %6.2f M/s per CPU-s\n",
+      n, w, cpu, u, s, r / 1024, c / w / 1e6, c / cpu / 1e6 }'
+}
 
-if command -v promtool >/dev/null; then
-  echo "== promtool tsdb create-blocks-from openmetrics ($(promtool --version 2>&1 | head -1))"
-  rm -rf "$W/prom"
-  $TIME promtool tsdb create-blocks-from openmetrics "$W/vllm-24h.om" "$W/prom" >/dev/null
-else
-  echo "== promtool not installed (apt-get install -y prometheus); skipped"
+if [ -z "${SKIP_IMPORT:-}" ]; then
+  cat "$OM" >/dev/null
+  rm -rf "$W/data"
+  measure "inferdb import openmetrics" "$SAMPLES" "$BIN" import openmetrics --quiet --data-dir "$W/data" "$OM"
+  head -1 "$W/out.txt"
+  if [ -z "${SKIP_PROMTOOL:-}" ] && command -v promtool >/dev/null; then
+    cat "$OM" >/dev/null
+    rm -rf "$W/prom" && mkdir -p "$W/prom"
+    measure "promtool create-blocks-from ($(promtool --version 2>&1 | head -1 | awk '{print $3}'))" \
+      "$SAMPLES" promtool tsdb create-blocks-from openmetrics "$OM" "$W/prom"
+  fi
 fi
 
 "$BIN" tsdb stats --data-dir "$W/data" --top 3
+ROWS=$SAMPLES
 
 for run in 1 2; do
-  echo "== inferdb export parquet, one file per metric (run $run)"
   rm -rf "$W/out"
-  $TIME "$BIN" export parquet --quiet --data-dir "$W/data" --match '{__name__=~".+"}' \
-    --start 0 --end now --out "$W/out"
+  measure "export parquet, per metric (run $run)" "$ROWS" "$BIN" export parquet --quiet --data-dir "$W/data" \
+    --match '{__name__=~".+"}' --start 0 --end now --out "$W/out"
+  head -1 "$W/out.txt"
 done
 du -sh "$W/out"
-echo "== inferdb export parquet --partition-by day"
 rm -rf "$W/out-day"
-$TIME "$BIN" export parquet --quiet --data-dir "$W/data" --match '{__name__=~".+"}' \
-  --start 0 --end now --partition-by day --out "$W/out-day"
-echo "== inferdb export csv (one file)"
-$TIME "$BIN" export csv --quiet --overwrite --data-dir "$W/data" --match '{__name__=~".+"}' \
-  --start 0 --end now --out "$W/all.csv"
+measure "export parquet --partition-by day" "$ROWS" "$BIN" export parquet --quiet --data-dir "$W/data" \
+  --match '{__name__=~".+"}' --start 0 --end now --partition-by day --out "$W/out-day"
+rm -f "$W/all.parquet"
+measure "export parquet, one file" "$ROWS" "$BIN" export parquet --quiet --data-dir "$W/data" \
+  --match '{__name__=~".+"}' --start 0 --end now --out "$W/all.parquet"
+measure "export csv, one file" "$ROWS" "$BIN" export csv --quiet --overwrite --data-dir "$W/data" \
+  --match '{__name__=~".+"}' --start 0 --end now --out "$W/all.csv"
+ls -l "$W/all.parquet" "$W/all.csv"
+rm -f "$W/all.csv"

@@ -5,7 +5,8 @@
 //!
 //! `cargo run --release --example gen_openmetrics -- OUT [SERVERS=8] [HOURS=24] [STEP_S=15] [OFFSET_MS=0]`
 //!
-//! Server `s` (`instance="vllm-<s>:8000"`) is a [`VllmModel`] seeded with `1000 + s` whose load
+//! Server `s` (`instance="vllm-<s>:8000"`, `job="vllm"`, as a scrape would label it, with an
+//! `up` series) is a [`VllmModel`] seeded with `1000 + s` whose load
 //! cycles every 30 minutes (the process restarts once a cycle, so counters reset). Scrapes
 //! start at 2026-12-01T00:00:00Z plus `OFFSET_MS` and come every `STEP_S` seconds. Families
 //! come one after the other, each series' samples in time order, as OpenMetrics requires;
@@ -33,6 +34,9 @@ pub struct GenOptions {
     pub start_s: i64,
     /// Milliseconds added to every timestamp (the simulation itself runs on the plain grid).
     pub offset_ms: i64,
+    /// Only these families (names as in `# TYPE`, counters without `_total`); all when `None`.
+    /// `up` is always written.
+    pub families: Option<Vec<String>>,
 }
 
 impl Default for GenOptions {
@@ -43,6 +47,7 @@ impl Default for GenOptions {
             step_s: 15.0,
             start_s: DEFAULT_START_S,
             offset_ms: 0,
+            families: None,
         }
     }
 }
@@ -77,6 +82,25 @@ fn esc(s: &str) -> String {
         .replace('\n', "\\n")
 }
 
+/// The lines of `page` whose family passes `wanted` (cheaper than parsing all of them).
+fn keep_families(page: &str, wanted: &dyn Fn(&str) -> bool) -> String {
+    let mut out = String::with_capacity(page.len() / 4);
+    for line in page.split_inclusive('\n') {
+        let name = match line.strip_prefix("# ") {
+            Some(c) => c.split_whitespace().nth(1).unwrap_or(""),
+            None => line.split(['{', ' ']).next().unwrap_or(""),
+        };
+        let base = ["_total", "_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|s| name.strip_suffix(s))
+            .unwrap_or(name);
+        if wanted(name) || wanted(base) {
+            out.push_str(line);
+        }
+    }
+    out
+}
+
 struct Family {
     name: String,
     kind: MetricType,
@@ -95,6 +119,17 @@ pub fn generate(w: &mut dyn Write, o: &GenOptions) -> std::io::Result<GenStats> 
     let mut series_text: Vec<String> = Vec::new();
     let mut series_index: HashMap<String, usize> = HashMap::new();
     let mut samples: Vec<Vec<(i64, f64)>> = Vec::new();
+    let wanted = |base: &str| {
+        o.families
+            .as_ref()
+            .is_none_or(|f| f.iter().any(|x| x == base))
+    };
+    families.push(Family {
+        name: "up".into(),
+        kind: MetricType::Gauge,
+        help: "Whether the scrape succeeded.".into(),
+        series: Vec::new(),
+    });
 
     for s in 0..o.servers {
         let inst = format!("vllm-{s}:8000");
@@ -104,6 +139,18 @@ pub fn generate(w: &mut dyn Write, o: &GenOptions) -> std::io::Result<GenStats> 
             m.advance_to(t);
             let page = m.render();
             let tms = (t * 1000.0).round() as i64 + o.offset_ms;
+            let up = format!("up{{instance=\"{inst}\",job=\"vllm\"}}");
+            if i == 0 {
+                series_text.push(up);
+                samples.push(Vec::with_capacity(n));
+                families[0].series.push(series_text.len() - 1);
+            }
+            let up_idx = families[0].series[s as usize];
+            samples[up_idx].push((tms, 1.0));
+            let page = match &o.families {
+                Some(_) => keep_families(&page, &wanted),
+                None => page,
+            };
             let mut fam = usize::MAX;
             for e in exposition::parse(&page, Format::PromText) {
                 match e {
@@ -114,6 +161,10 @@ pub fn generate(w: &mut dyn Write, o: &GenOptions) -> std::io::Result<GenStats> 
                             }
                             _ => name.to_string(),
                         };
+                        if !wanted(&base) {
+                            fam = usize::MAX;
+                            continue;
+                        }
                         fam = *fam_index.entry(base.clone()).or_insert_with(|| {
                             families.push(Family {
                                 name: base,
@@ -138,7 +189,7 @@ pub fn generate(w: &mut dyn Write, o: &GenOptions) -> std::io::Result<GenStats> 
                         for (k, v) in smp.labels.iter() {
                             lt.push_str(&format!("{k}=\"{}\",", esc(&v)));
                         }
-                        lt.push_str(&format!("instance=\"{inst}\""));
+                        lt.push_str(&format!("instance=\"{inst}\",job=\"vllm\""));
                         let key = format!("{}{{{lt}}}", smp.name);
                         let idx = match series_index.get(&key) {
                             Some(&x) => x,

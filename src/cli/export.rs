@@ -65,6 +65,9 @@ pub struct ExportCommonArgs {
     /// Replace existing output files.
     #[arg(long)]
     pub overwrite: bool,
+    /// Files written at once when --out is a folder (0: one per core, at most 4).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
     /// The data folder.
     #[arg(long, default_value = "data")]
     pub data_dir: PathBuf,
@@ -161,6 +164,9 @@ impl ExportArgs {
         opts.zstd_level = a.zstd_level;
         opts.overwrite = a.overwrite;
         opts.progress = !a.quiet;
+        if a.threads > 0 {
+            opts.threads = a.threads;
+        }
         let started = std::time::Instant::now();
         match export(&db, &opts) {
             Ok(st) => {

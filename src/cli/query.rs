@@ -527,7 +527,7 @@ fn print_table(v: &QueryValue, w: &mut dyn Write) -> std::io::Result<()> {
 }
 
 impl QueryArgs {
-    /// Runs the query; exit code 1 when it fails.
+    /// Runs the query; exit code 1 when it fails, 2 when the data folder does not exist.
     pub fn run(self) -> anyhow::Result<ExitCode> {
         let now = now_ms();
         let (req, common) = match self.command {
@@ -558,6 +558,13 @@ impl QueryArgs {
         };
         let timeout = Duration::from_millis(duration_ms("timeout", &common.timeout)?.max(1) as u64);
         let lookback = duration_ms("lookback-delta", &common.lookback_delta)?.max(1);
+        if common.url.is_none() && !common.data_dir.is_dir() {
+            eprintln!(
+                "inferdb query: data folder {} does not exist (give --data-dir DIR, or --url URL of a running server)",
+                common.data_dir.display()
+            );
+            return Ok(ExitCode::from(2));
+        }
         let res = match &common.url {
             Some(u) => run_remote(u, &req, timeout),
             None => run_local(&common.data_dir, &req, timeout, lookback),
@@ -571,7 +578,13 @@ impl QueryArgs {
                 Ok(ExitCode::SUCCESS)
             }
             Err(e) => {
-                eprintln!("inferdb query: {}: {}", e.typ.as_str(), e.message);
+                // Problems reaching or opening the data are the user's to fix, not internal
+                // errors: print them plainly; query errors keep Prometheus' error type.
+                if e.typ == crate::api::ErrorType::Internal {
+                    eprintln!("inferdb query: {}", e.message);
+                } else {
+                    eprintln!("inferdb query: {}: {}", e.typ.as_str(), e.message);
+                }
                 Ok(ExitCode::from(1))
             }
         }

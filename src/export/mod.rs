@@ -84,6 +84,8 @@ pub struct ExportOptions {
     pub overwrite: bool,
     /// Show a progress bar with rows/s (when stderr is a terminal).
     pub progress: bool,
+    /// Files written at once (one thread each) when the output is a folder; at least 1.
+    pub threads: usize,
 }
 
 impl ExportOptions {
@@ -101,6 +103,7 @@ impl ExportOptions {
             zstd_level: 1,
             overwrite: false,
             progress: false,
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get().min(4)),
         }
     }
 }
@@ -435,43 +438,53 @@ pub fn export(db: &Db, opts: &ExportOptions) -> Result<ExportStats, ExportError>
             }
         };
         for (a, b, sub) in ranges {
-            let q = db.querier(a, b)?;
             let dir = match &sub {
                 Some(s) => opts.out.join(s),
                 None => opts.out.clone(),
             };
-            for m in metric_names(&q, &opts.selectors)? {
-                let series = select_metric(&q, &opts.selectors, &m)?;
-                if series.is_empty() {
-                    continue;
-                }
-                if let Some(pb) = &pb {
-                    pb.set_message(m.clone());
-                }
-                let names = label_union(series.iter().map(|s| s.labels()));
-                let dst = dir.join(format!("{}.{}", file_stem(&m), opts.format.extension()));
-                let mut f = open_file(opts, &dst, &names)?;
-                let r = (|| {
-                    for s in &series {
-                        stats.rows += copy_series(&m, s, &mut f, &mut ts, &mut vs, pb.as_ref())?;
-                        stats.series += 1;
-                    }
-                    Ok(())
-                })();
-                if let Err(e) = r {
-                    if let Some(t) = &f.tmp {
-                        let _ = fs::remove_file(t);
-                    }
-                    return Err(e);
-                }
-                let tmp = f.tmp.clone();
-                if let Err(e) = close_file(f, &mut stats) {
-                    if let Some(t) = &tmp {
-                        let _ = fs::remove_file(t);
-                    }
-                    return Err(e);
-                }
+            let metrics: Vec<String> = metric_names(&db.querier(a, b)?, &opts.selectors)?
+                .into_iter()
+                .collect();
+            // Metrics are handed out one at a time to `threads` workers, each writing whole
+            // files; the first error stops them all.
+            let next = std::sync::atomic::AtomicUsize::new(0);
+            let failed = std::sync::atomic::AtomicBool::new(false);
+            let threads = opts.threads.clamp(1, metrics.len().max(1));
+            let results: Vec<Result<ExportStats, ExportError>> = std::thread::scope(|sc| {
+                let handles: Vec<_> = (0..threads)
+                    .map(|_| {
+                        sc.spawn(|| {
+                            export_metrics(
+                                db,
+                                opts,
+                                (a, b),
+                                &dir,
+                                &metrics,
+                                &next,
+                                &failed,
+                                pb.as_ref(),
+                            )
+                        })
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| {
+                        h.join().unwrap_or_else(|_| {
+                            Err(ExportError::Usage("an export thread panicked".into()))
+                        })
+                    })
+                    .collect()
+            });
+            let mut files = Vec::new();
+            for r in results {
+                let st = r?;
+                stats.rows += st.rows;
+                stats.series += st.series;
+                files.extend(st.files);
             }
+            files.sort();
+            stats.files.extend(files);
         }
         Ok(())
     })();
@@ -479,6 +492,69 @@ pub fn export(db: &Db, opts: &ExportOptions) -> Result<ExportStats, ExportError>
         pb.finish_and_clear();
     }
     result.map(|_| stats)
+}
+
+/// One export worker: takes metrics from `metrics` (index `next`) until none is left or
+/// another worker failed, writing each to `dir/<metric>.<ext>`.
+#[allow(clippy::too_many_arguments)]
+fn export_metrics(
+    db: &Db,
+    opts: &ExportOptions,
+    (a, b): (i64, i64),
+    dir: &Path,
+    metrics: &[String],
+    next: &std::sync::atomic::AtomicUsize,
+    failed: &std::sync::atomic::AtomicBool,
+    pb: Option<&indicatif::ProgressBar>,
+) -> Result<ExportStats, ExportError> {
+    use std::sync::atomic::Ordering;
+    let mut stats = ExportStats::default();
+    let (mut ts, mut vs) = (Vec::with_capacity(BATCH), Vec::with_capacity(BATCH));
+    let r = (|| {
+        let q = db.querier(a, b)?;
+        loop {
+            if failed.load(Ordering::Relaxed) {
+                return Ok(());
+            }
+            let Some(m) = metrics.get(next.fetch_add(1, Ordering::Relaxed)) else {
+                return Ok(());
+            };
+            let series = select_metric(&q, &opts.selectors, m)?;
+            if series.is_empty() {
+                continue;
+            }
+            if let Some(pb) = pb {
+                pb.set_message(m.clone());
+            }
+            let names = label_union(series.iter().map(|s| s.labels()));
+            let dst = dir.join(format!("{}.{}", file_stem(m), opts.format.extension()));
+            let mut f = open_file(opts, &dst, &names)?;
+            let r = (|| {
+                for s in &series {
+                    stats.rows += copy_series(m, s, &mut f, &mut ts, &mut vs, pb)?;
+                    stats.series += 1;
+                }
+                Ok(())
+            })();
+            if let Err(e) = r {
+                if let Some(t) = &f.tmp {
+                    let _ = fs::remove_file(t);
+                }
+                return Err(e);
+            }
+            let tmp = f.tmp.clone();
+            if let Err(e) = close_file(f, &mut stats) {
+                if let Some(t) = &tmp {
+                    let _ = fs::remove_file(t);
+                }
+                return Err(e);
+            }
+        }
+    })();
+    if r.is_err() {
+        failed.store(true, Ordering::Relaxed);
+    }
+    r.map(|()| stats)
 }
 
 /// Writes a CSV or text line to `w`, mapping errors to [`ExportError::Io`] on `path`.

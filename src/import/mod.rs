@@ -294,38 +294,184 @@ struct Parsed {
     stats: ImportStats,
 }
 
+/// State of the parse pass over all files.
+struct Pass {
+    bd: i64,
+    stats: ImportStats,
+    series: Vec<SeriesState>,
+    by_text: HashMap<Box<str>, u32>,
+    by_labels: HashMap<Labels, u32>,
+    problems: Vec<Problem>,
+    pairs: Vec<Label>,
+    spill: Spill,
+}
+
+/// Why the parse pass stops early.
+enum Stop {
+    /// Enough problems collected.
+    Problems,
+    /// Writing the spill failed.
+    Io(std::io::Error),
+}
+
+impl Pass {
+    /// Records a problem; `Err` once enough are collected.
+    fn problem(&mut self, file: &Path, line: usize, reason: String) -> Result<(), Stop> {
+        self.problems.push(Problem {
+            file: file.to_path_buf(),
+            line,
+            reason,
+        });
+        if self.problems.len() >= MAX_REPORTED_PROBLEMS {
+            return Err(Stop::Problems);
+        }
+        Ok(())
+    }
+
+    /// The series of a fully parsed sample (`series_text` as in the input); `None` after
+    /// recording a problem with its labels.
+    fn series_of(
+        &mut self,
+        s: &crate::scrape::exposition::Sample<'_>,
+        series_text: &str,
+        file: &Path,
+        line: usize,
+    ) -> Result<Option<u32>, Stop> {
+        if let Some(&i) = self.by_text.get(series_text) {
+            return Ok(Some(i));
+        }
+        self.pairs.clear();
+        self.pairs.push(Label::new(
+            inferdb_storage::labels::METRIC_NAME,
+            s.name.as_ref(),
+        ));
+        for (k, v) in s.labels.iter() {
+            self.pairs.push(Label::new(k.as_ref(), v.as_ref()));
+        }
+        let labels = Labels::new(self.pairs.clone());
+        if let Err(e) = labels.validate() {
+            self.problem(file, line, e.to_string())?;
+            return Ok(None);
+        }
+        let i = match self.by_labels.get(&labels) {
+            Some(&i) => i,
+            None => {
+                let Ok(i) = u32::try_from(self.series.len()) else {
+                    self.problem(file, line, "more than 2^32 series".into())?;
+                    return Err(Stop::Problems);
+                };
+                self.by_labels.insert(labels.clone(), i);
+                self.series.push(SeriesState::new(labels));
+                i
+            }
+        };
+        self.by_text.insert(series_text.into(), i);
+        Ok(Some(i))
+    }
+
+    /// Adds one sample of series `idx`.
+    fn sample(&mut self, idx: u32, t: i64, v: f64, file: &Path, line: usize) -> Result<(), Stop> {
+        self.stats.samples += 1;
+        match self.series[idx as usize].add(idx, t, v, self.bd, &mut self.spill) {
+            Ok(true) => {
+                self.stats.min_time = self.stats.min_time.min(t);
+                self.stats.max_time = self.stats.max_time.max(t);
+                Ok(())
+            }
+            Ok(false) => {
+                self.stats.duplicates += 1;
+                Ok(())
+            }
+            Err(AddError::Conflict(reason)) => self.problem(file, line, reason),
+            Err(AddError::Io(e)) => Err(Stop::Io(e)),
+        }
+    }
+}
+
+/// Value and timestamp of the rest of a sample line after its series text and one space,
+/// when it is exactly `VALUE TIMESTAMP` as the exposition parser reads it; `None` for
+/// anything else (then the line goes through the full parser, which gives the same sample
+/// or the error).
+fn fast_value_ts(rest: &str, format: Format) -> Option<(i64, f64)> {
+    let sp = rest.find(' ')?;
+    let (vtok, ttok) = (&rest[..sp], &rest[sp + 1..]);
+    if vtok.is_empty() || ttok.is_empty() || vtok.contains('\t') || ttok.contains([' ', '\t']) {
+        return None;
+    }
+    let v = crate::scrape::exposition::parse_value(vtok)?;
+    let t = match format {
+        Format::PromText => ttok.parse::<i64>().ok()?,
+        Format::OpenMetrics => {
+            let f = crate::scrape::exposition::parse_value(ttok)?;
+            if !f.is_finite() {
+                return None;
+            }
+            (f * 1000.0).round() as i64
+        }
+    };
+    Some((t, v))
+}
+
+/// Parses one line with the full exposition parser, in the context of the family's `# TYPE`
+/// line (which decides how `le` and `quantile` values are normalised). Returns the entries.
+fn parse_line<'m>(
+    mini: &'m mut String,
+    type_line: Option<&str>,
+    line: &str,
+    format: Format,
+) -> Vec<Result<Entry<'m>, crate::scrape::exposition::ParseError>> {
+    mini.clear();
+    if let Some(t) = type_line {
+        mini.push_str(t);
+        mini.push('\n');
+    }
+    mini.push_str(line);
+    mini.push('\n');
+    if format == Format::OpenMetrics {
+        mini.push_str("# EOF\n");
+    }
+    let skip = usize::from(type_line.is_some());
+    let m: &'m String = mini;
+    Parser::new(m, format).skip(skip).collect()
+}
+
 /// The parse pass: reads every file once, validates each sample and streams finished chunks
 /// into `spill`. Problems are collected (at most [`MAX_REPORTED_PROBLEMS`]).
-fn parse_all(
-    files: &[PathBuf],
-    opts: &ImportOptions,
-    mut spill: Spill,
-) -> Result<Parsed, ImportError> {
-    let bd = opts.block_duration_ms.max(1);
-    let mut stats = ImportStats {
-        min_time: i64::MAX,
-        max_time: i64::MIN,
-        ..Default::default()
-    };
-    let mut series: Vec<SeriesState> = Vec::new();
-    let mut by_text: HashMap<Box<str>, u32> = HashMap::new();
-    let mut by_labels: HashMap<Labels, u32> = HashMap::new();
-    let mut problems: Vec<Problem> = Vec::new();
-    let mut pairs: Vec<Label> = Vec::new();
+///
+/// Lines are split here. A sample line that starts with the previous sample's series text
+/// followed by ` VALUE TIMESTAMP` takes a fast path (the series and its labels were validated
+/// on its first line); every other line (comments, a new series, anything unusual) goes
+/// through [`crate::scrape::exposition::Parser`] with its family's `# TYPE` line, which
+/// gives the sample or the error. `# EOF` and what may follow it are checked here as the
+/// parser does.
+fn parse_all(files: &[PathBuf], opts: &ImportOptions, spill: Spill) -> Result<Parsed, ImportError> {
     let spill_dir = spill.dir().to_path_buf();
-
-    'files: for path in files {
+    let mut pass = Pass {
+        bd: opts.block_duration_ms.max(1),
+        stats: ImportStats {
+            min_time: i64::MAX,
+            max_time: i64::MIN,
+            ..Default::default()
+        },
+        series: Vec::new(),
+        by_text: HashMap::new(),
+        by_labels: HashMap::new(),
+        problems: Vec::new(),
+        pairs: Vec::new(),
+        spill,
+    };
+    let format = opts.format;
+    let mut mini = String::new();
+    for path in files {
         let f = fs::File::open(path).map_err(io_err(path))?;
         let len = f.metadata().map_err(io_err(path))?.len();
-        stats.files += 1;
-        stats.bytes += len;
+        pass.stats.files += 1;
+        pass.stats.bytes += len;
         if len == 0 {
-            problems.push(Problem {
-                file: path.clone(),
-                line: 0,
-                reason: "empty file".into(),
-            });
-            continue;
+            match pass.problem(path, 0, "empty file".into()) {
+                Ok(()) => continue,
+                Err(_) => break,
+            }
         }
         // SAFETY: the file is only read; a concurrent writer could change the bytes under us,
         // which would at worst produce parse errors (the text is validated as UTF-8 below).
@@ -337,157 +483,146 @@ fn parse_all(
             Ok(()) => unsafe { std::str::from_utf8_unchecked(&map) },
             Err(valid_up_to) => {
                 let line = map[..valid_up_to].iter().filter(|&&b| b == b'\n').count() + 1;
-                problems.push(Problem {
-                    file: path.clone(),
-                    line,
-                    reason: "invalid UTF-8".into(),
-                });
-                continue;
+                match pass.problem(path, line, "invalid UTF-8".into()) {
+                    Ok(()) => continue,
+                    Err(_) => break,
+                }
             }
         };
-        // Pages of the file behind the parser are handed back as it goes (see `release`).
-        let mut released = 0usize;
         let pb = (opts.progress && len >= PROGRESS_MIN_BYTES)
             .then(|| progress_bar(len, &path.display().to_string()));
-        let base = text.as_ptr() as usize;
-        let mut n = 0u64;
-        // The series of the previous sample: files hold long runs of one series.
-        let mut prev: Option<(&str, u32)> = None;
-        for item in Parser::new(text, opts.format) {
-            n += 1;
-            let s = match item {
-                Ok(Entry::Sample(s)) => s,
-                Ok(_) => continue,
-                Err(e) => {
-                    problems.push(Problem {
-                        file: path.clone(),
-                        line: e.line,
-                        reason: e.reason,
-                    });
-                    if problems.len() >= MAX_REPORTED_PROBLEMS {
-                        break 'files;
-                    }
-                    continue;
-                }
-            };
-            let off = s.series_text.as_ptr() as usize - base;
-            if n & 0xffff == 0 {
-                if let Some(pb) = &pb {
-                    pb.set_position(off as u64);
-                }
-                if off >= released + 2 * RELEASE_STEP {
-                    release(&map, released, off - RELEASE_STEP);
-                    released = off - RELEASE_STEP;
-                }
-            }
-            // The line number is only needed for problems; count newlines then.
-            let line_of = || -> usize {
-                text.as_bytes()[..off]
-                    .iter()
-                    .filter(|&&b| b == b'\n')
-                    .count()
-                    + 1
-            };
-            let Some(t) = s.timestamp_ms else {
-                problems.push(Problem {
-                    file: path.clone(),
-                    line: line_of(),
-                    reason: format!("sample {} has no timestamp", s.series_text),
-                });
-                if problems.len() >= MAX_REPORTED_PROBLEMS {
-                    break 'files;
-                }
-                continue;
-            };
-            stats.samples += 1;
-            let idx = match prev {
-                Some((p, i)) if p == s.series_text => i,
-                _ => match by_text.get(s.series_text) {
-                    Some(&i) => i,
-                    None => {
-                        pairs.clear();
-                        pairs.push(Label::new(
-                            inferdb_storage::labels::METRIC_NAME,
-                            s.name.as_ref(),
-                        ));
-                        for (k, v) in s.labels.iter() {
-                            pairs.push(Label::new(k.as_ref(), v.as_ref()));
-                        }
-                        let labels = Labels::new(pairs.clone());
-                        if let Err(e) = labels.validate() {
-                            problems.push(Problem {
-                                file: path.clone(),
-                                line: line_of(),
-                                reason: e.to_string(),
-                            });
-                            if problems.len() >= MAX_REPORTED_PROBLEMS {
-                                break 'files;
-                            }
-                            continue;
-                        }
-                        let i = match by_labels.get(&labels) {
-                            Some(&i) => i,
-                            None => {
-                                let Ok(i) = u32::try_from(series.len()) else {
-                                    problems.push(Problem {
-                                        file: path.clone(),
-                                        line: line_of(),
-                                        reason: "more than 2^32 series".into(),
-                                    });
-                                    break 'files;
-                                };
-                                by_labels.insert(labels.clone(), i);
-                                series.push(SeriesState::new(labels));
-                                i
-                            }
-                        };
-                        by_text.insert(s.series_text.into(), i);
-                        i
-                    }
-                },
-            };
-            prev = Some((s.series_text, idx));
-            match series[idx as usize].add(idx, t, s.value, bd, &mut spill) {
-                Ok(true) => {
-                    stats.min_time = stats.min_time.min(t);
-                    stats.max_time = stats.max_time.max(t);
-                }
-                Ok(false) => stats.duplicates += 1,
-                Err(AddError::Conflict(reason)) => {
-                    problems.push(Problem {
-                        file: path.clone(),
-                        line: line_of(),
-                        reason,
-                    });
-                    if problems.len() >= MAX_REPORTED_PROBLEMS {
-                        break 'files;
-                    }
-                }
-                Err(AddError::Io(e)) => {
-                    return Err(ImportError::Io {
-                        path: spill_dir,
-                        source: e,
-                    })
-                }
-            }
-        }
+        let r = parse_text(&mut pass, &mut mini, path, text, &map, format, pb.as_ref());
         if let Some(pb) = pb {
             pb.finish_and_clear();
         }
+        match r {
+            Ok(()) => {}
+            Err(Stop::Problems) => break,
+            Err(Stop::Io(e)) => {
+                return Err(ImportError::Io {
+                    path: spill_dir,
+                    source: e,
+                })
+            }
+        }
     }
-    if !problems.is_empty() {
-        return Err(ImportError::Invalid(problems));
+    if !pass.problems.is_empty() {
+        return Err(ImportError::Invalid(pass.problems));
     }
-    for (i, s) in series.iter_mut().enumerate() {
-        s.cut(i as u32, &mut spill).map_err(io_err(&spill_dir))?;
+    for (i, s) in pass.series.iter_mut().enumerate() {
+        s.cut(i as u32, &mut pass.spill)
+            .map_err(io_err(&spill_dir))?;
     }
-    stats.series = series.len();
-    stats.block_ranges = spill.ranges().len();
+    pass.stats.series = pass.series.len();
+    pass.stats.block_ranges = pass.spill.ranges().len();
     Ok(Parsed {
-        series,
-        spill,
-        stats,
+        series: pass.series,
+        spill: pass.spill,
+        stats: pass.stats,
     })
+}
+
+/// Parses one file's text (see [`parse_all`]).
+fn parse_text(
+    pass: &mut Pass,
+    mini: &mut String,
+    path: &Path,
+    text: &str,
+    map: &memmap2::Mmap,
+    format: Format,
+    pb: Option<&indicatif::ProgressBar>,
+) -> Result<(), Stop> {
+    let bytes = text.as_bytes();
+    let mut pos = 0usize;
+    let mut lineno = 0usize;
+    let mut released = 0usize;
+    let mut type_line: Option<&str> = None;
+    let mut eof_seen = false;
+    // the series of the previous sample line: its text in the input and its index
+    let mut prev: Option<(&str, u32)> = None;
+    while pos < bytes.len() {
+        let end = text[pos..].find('\n').map_or(bytes.len(), |i| pos + i);
+        let raw = &text[pos..end];
+        let line = raw.strip_suffix('\r').unwrap_or(raw);
+        pos = if end < bytes.len() { end + 1 } else { end };
+        lineno += 1;
+        if lineno & 0xffff == 0 {
+            if let Some(pb) = pb {
+                pb.set_position(pos as u64);
+            }
+            // Pages of the file behind the parser are handed back as it goes.
+            if pos >= released + 2 * RELEASE_STEP {
+                release(map, released, pos - RELEASE_STEP);
+                released = pos - RELEASE_STEP;
+            }
+        }
+        if let Some((p, idx)) = prev {
+            if let Some(rest) = line.strip_prefix(p).and_then(|r| r.strip_prefix(' ')) {
+                if !eof_seen {
+                    if let Some((t, v)) = fast_value_ts(rest, format) {
+                        pass.sample(idx, t, v, path, lineno)?;
+                        continue;
+                    }
+                }
+            }
+        }
+        if eof_seen {
+            if line.trim().is_empty() && pos >= bytes.len() {
+                continue;
+            }
+            return pass.problem(path, lineno, "unexpected data after # EOF".into());
+        }
+        if line.trim().is_empty() {
+            continue;
+        }
+        if line.starts_with('#') {
+            let body = &line[1..];
+            if (format == Format::OpenMetrics && body == " EOF")
+                || (format == Format::PromText && body.trim() == "EOF")
+            {
+                eof_seen = true;
+                continue;
+            }
+            for e in parse_line(mini, None, line, format) {
+                match e {
+                    Ok(Entry::Type { .. }) => type_line = Some(line),
+                    Ok(_) => {}
+                    Err(e) => pass.problem(path, lineno, e.reason)?,
+                }
+            }
+            continue;
+        }
+        let body = line.trim_start_matches([' ', '\t']);
+        prev = None;
+        for e in parse_line(mini, type_line, body, format) {
+            let s = match e {
+                Ok(Entry::Sample(s)) => s,
+                Ok(_) => continue,
+                Err(e) => {
+                    pass.problem(path, lineno, e.reason)?;
+                    continue;
+                }
+            };
+            let Some(t) = s.timestamp_ms else {
+                pass.problem(
+                    path,
+                    lineno,
+                    format!("sample {} has no timestamp", s.series_text),
+                )?;
+                continue;
+            };
+            let series_text = &body[..s.series_text.len()];
+            let Some(idx) = pass.series_of(&s, series_text, path, lineno)? else {
+                continue;
+            };
+            prev = Some((series_text, idx));
+            pass.sample(idx, t, s.value, path, lineno)?;
+        }
+    }
+    if format == Format::OpenMetrics && !eof_seen {
+        pass.problem(path, lineno, "data does not end with # EOF".into())?;
+    }
+    Ok(())
 }
 
 /// The chunks of one series in one block range, time-ordered and without overlaps: the

@@ -1,0 +1,290 @@
+//! Imported history answers like Prometheus: 24 h of 8 simulated vLLM servers (the
+//! `gen_openmetrics` example's simulation, one scrape a minute, a subset of the families the
+//! dashboards use) go into Prometheus 2.42 through `promtool tsdb create-blocks-from
+//! openmetrics` and into inferdb through `inferdb import openmetrics`; both servers then answer
+//! the same instant and range queries (the vLLM dashboard's queries and per-family queries)
+//! through their HTTP APIs, compared by `common_diff::compare`.
+//!
+//! Sizes: 8 servers x 1440 scrapes x about 100 series per server, about 1.2 M samples and
+//! 170 MB of OpenMetrics text.
+//!
+//! Prometheus 2 closes range windows on the left, inferdb (like Prometheus 3) on the right, so
+//! every sample sits 7 ms past a whole minute and every evaluation time is 37 s past one: no
+//! window edge (evaluation minus a whole number of seconds) and no subquery step (whole
+//! minutes) meets a sample. All series start at the first scrape and windows are at most
+//! 1 h, while evaluation starts 70 min in, which keeps out Prometheus 2's different
+//! extrapolation of `rate` for windows that reach before a counter's first sample (see
+//! `tests/differential_prometheus.rs`). The simulated servers restart every 30 minutes, so
+//! counters reset on both sides alike.
+//!
+//! Without `prometheus`/`promtool` on PATH the test is skipped with a message, unless
+//! `CI=true`, where it fails.
+
+mod common_diff;
+#[path = "../examples/gen_openmetrics.rs"]
+#[allow(dead_code)]
+mod gen_openmetrics;
+
+use std::io::Write as _;
+use std::path::Path;
+use std::time::Instant;
+
+use common_diff::{compare, secs, short, Client};
+use gen_openmetrics::{generate, GenOptions};
+
+/// The first scrape (2026-12-01T00:00:00Z) in ms; samples sit 7 ms after it.
+const T0: i64 = gen_openmetrics::DEFAULT_START_S * 1000;
+const OFFSET_MS: i64 = 7;
+const HOURS: i64 = 24;
+const STEP_S: i64 = 60;
+const SERVERS: u64 = 8;
+
+/// The families of the test file (`up` comes always).
+const FAMILIES: [&str; 16] = [
+    "vllm:num_requests_running",
+    "vllm:num_requests_waiting",
+    "vllm:num_requests_waiting_by_reason",
+    "vllm:kv_cache_usage_perc",
+    "vllm:prompt_tokens",
+    "vllm:generation_tokens",
+    "vllm:request_success",
+    "vllm:num_preemptions",
+    "vllm:prefix_cache_queries",
+    "vllm:prefix_cache_hits",
+    "vllm:time_to_first_token_seconds",
+    "vllm:e2e_request_latency_seconds",
+    "vllm:request_time_per_output_token_seconds",
+    "http_requests",
+    "process_cpu_seconds",
+    "process_resident_memory_bytes",
+];
+
+fn substitute_dashboard(q: &str) -> Option<String> {
+    let s = q
+        .replace("$job", "vllm")
+        .replace("$model_name", ".*")
+        .replace("$instance", ".*")
+        // Grafana's $__rate_interval is four scrape intervals
+        .replace("$__rate_interval", "4m")
+        .replace("$__interval", "1m")
+        .replace("$__range", "1h")
+        .replace("$ttft_slo", "0.5")
+        .replace("$tpot_slo", "0.1");
+    (!s.contains('$')).then_some(s)
+}
+
+fn dashboard_queries() -> Vec<String> {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/vllm/dashboard-queries.txt");
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        eprintln!(
+            "note: {} not found; dashboard queries skipped",
+            path.display()
+        );
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for line in text.lines() {
+        if line.starts_with("# ==== TEMPLATE VARIABLES") {
+            break;
+        }
+        let l = line.trim();
+        if l.is_empty() || l.starts_with('#') {
+            continue;
+        }
+        if let Some(q) = substitute_dashboard(l) {
+            if !out.contains(&q) {
+                out.push(q);
+            }
+        }
+    }
+    out
+}
+
+/// Queries per family, by its type.
+fn family_queries(families: &[(String, String, Vec<String>)]) -> Vec<String> {
+    let mut q = Vec::new();
+    for (name, kind, _) in families {
+        match kind.as_str() {
+            "counter" => {
+                let c = format!("{name}_total");
+                q.push(format!("rate({c}[5m])"));
+                q.push(format!("irate({c}[5m])"));
+                q.push(format!("increase({c}[10m])"));
+                q.push(format!("sum by (instance) (rate({c}[5m]))"));
+                q.push(format!("resets({c}[1h])"));
+                q.push(format!("max_over_time(rate({c}[5m])[30m:1m])"));
+            }
+            "gauge" => {
+                q.push(name.clone());
+                for f in [
+                    "avg_over_time",
+                    "min_over_time",
+                    "max_over_time",
+                    "stddev_over_time",
+                    "changes",
+                    "deriv",
+                    "delta",
+                ] {
+                    q.push(format!("{f}({name}[10m])"));
+                }
+                q.push(format!("quantile_over_time(0.9, {name}[30m])"));
+                q.push(format!("predict_linear({name}[15m], 600)"));
+                q.push(format!("sum by (instance) ({name})"));
+                q.push(format!("topk(3, {name})"));
+                q.push(format!("{name} offset 30m"));
+            }
+            "histogram" => {
+                for p in ["0.5", "0.9", "0.99"] {
+                    q.push(format!(
+                        "histogram_quantile({p}, sum by (le) (rate({name}_bucket[5m])))"
+                    ));
+                }
+                q.push(format!("histogram_quantile(0.9, rate({name}_bucket[10m]))"));
+                q.push(format!("rate({name}_sum[5m]) / rate({name}_count[5m])"));
+                q.push(format!("sum by (le) (increase({name}_bucket[1h]))"));
+            }
+            _ => {}
+        }
+    }
+    q.push("count(up == 1)".into());
+    q.push("sum by (job) (count_over_time(up[1h]))".into());
+    q
+}
+
+#[test]
+fn imported_24h_of_8_servers_answers_like_prometheus() {
+    if !common_diff::require_prometheus("the import differential test") {
+        return;
+    }
+    let t_start = Instant::now();
+    let dir = tempfile::tempdir().unwrap();
+    let om = dir.path().join("history.om");
+    let gen = {
+        let f = std::fs::File::create(&om).unwrap();
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
+        generate(
+            &mut w,
+            &GenOptions {
+                servers: SERVERS,
+                hours: HOURS as f64,
+                step_s: STEP_S as f64,
+                offset_ms: OFFSET_MS,
+                families: Some(FAMILIES.iter().map(|s| s.to_string()).collect()),
+                ..GenOptions::default()
+            },
+        )
+        .unwrap()
+    };
+    let size = std::fs::metadata(&om).unwrap().len();
+    let t_gen = t_start.elapsed();
+    assert_eq!(gen.families.len(), FAMILIES.len() + 1, "{:?}", gen.families);
+
+    let pdata = dir.path().join("prom");
+    common_diff::promtool_create_blocks(&om, &pdata);
+    let t_promtool = t_start.elapsed();
+    let idata = dir.path().join("inferdb");
+    let out = common_diff::inferdb_import(&om, &idata);
+    assert!(
+        out.contains(&format!("{} samples", gen.samples)),
+        "import summary: {out}"
+    );
+    let t_import = t_start.elapsed();
+    std::fs::remove_file(&om).unwrap();
+
+    let client = Client::new();
+    let (_prom, pbase) = common_diff::start_prometheus(dir.path(), &pdata, &client);
+    let (_idb, ibase) = common_diff::start_inferdb(dir.path(), &idata, &client);
+
+    let mut queries = family_queries(&gen.families);
+    let own = queries.len();
+    for d in dashboard_queries() {
+        if !queries.contains(&d) {
+            queries.push(d);
+        }
+    }
+    // every sample arrived on both sides
+    let day_end = T0 + HOURS * 3_600_000;
+    let count_all = "sum(count_over_time({job=\"vllm\"}[1d]))";
+    for base in [&pbase, &ibase] {
+        let (_, body) = client.post(
+            &format!("{base}/api/v1/query"),
+            &[("query", count_all.into()), ("time", secs(day_end))],
+        );
+        assert!(
+            body.contains(&format!("\"{}\"", gen.samples)),
+            "{base}: {count_all} should be {}: {body}",
+            gen.samples
+        );
+    }
+
+    // instant queries spread over the day, 37 s past a minute; range queries over most of it
+    let minute = 60_000;
+    let eval = |i: usize| T0 + (70 + (i as i64 * 97) % (HOURS * 60 - 80)) * minute + 37_000;
+    let range_start = T0 + 70 * minute + 37_000;
+    let range_end = T0 + (HOURS * 60 - 3) * minute + 37_000;
+    let (mut total, mut matched, mut empty) = (0, 0, 0);
+    let mut mismatches = Vec::new();
+    for (i, q) in queries.iter().enumerate() {
+        let inst = [("query", q.clone()), ("time", secs(eval(i)))];
+        let step = if i % 2 == 0 { "600" } else { "780" };
+        let range = [
+            ("query", q.clone()),
+            ("start", secs(range_start)),
+            ("end", secs(range_end)),
+            ("step", step.to_string()),
+        ];
+        for (kind, path, form) in [
+            ("instant", "/api/v1/query", &inst[..]),
+            ("range", "/api/v1/query_range", &range[..]),
+        ] {
+            let a = client.post(&format!("{pbase}{path}"), form);
+            let b = client.post(&format!("{ibase}{path}"), form);
+            total += 1;
+            if a.1.contains("\"result\":[]") {
+                empty += 1;
+            }
+            match compare(q, kind == "range", &a, &b) {
+                Ok(()) => matched += 1,
+                Err(why) => mismatches.push(format!(
+                    "[{kind} {}] {q}\n  why: {why}\n  prometheus ({}): {}\n  inferdb ({}): {}",
+                    form[1..]
+                        .iter()
+                        .map(|(k, v)| format!("{k}={v}"))
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                    a.0,
+                    short(&a.1),
+                    b.0,
+                    short(&b.1)
+                )),
+            }
+        }
+    }
+    let _ = writeln!(
+        std::io::stderr(),
+        "import differential: {} series, {} samples ({:.0} MB OpenMetrics, {SERVERS} servers x {HOURS} h every {STEP_S} s); \
+         {total} queries, {matched} matched ({} distinct expressions: {own} per family, {} dashboard; {empty} empty on Prometheus); \
+         generate {:.1}s, promtool {:.1}s, inferdb import {:.1}s, queries {:.1}s",
+        gen.series,
+        gen.samples,
+        size as f64 / 1e6,
+        queries.len(),
+        queries.len() - own,
+        t_gen.as_secs_f64(),
+        (t_promtool - t_gen).as_secs_f64(),
+        (t_import - t_promtool).as_secs_f64(),
+        (t_start.elapsed() - t_import).as_secs_f64(),
+    );
+    for m in &mismatches {
+        eprintln!("MISMATCH {m}\n");
+    }
+    assert!(queries.len() >= 100, "only {} queries", queries.len());
+    assert!(empty * 4 < total, "{empty} of {total} results are empty");
+    assert!(
+        mismatches.is_empty(),
+        "{} of {total} queries differ from Prometheus:\n{}",
+        mismatches.len(),
+        mismatches.join("\n\n")
+    );
+}
