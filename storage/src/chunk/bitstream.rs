@@ -470,8 +470,6 @@ pub(crate) struct StreamCost {
     zeros: u32,
     rice_bits: u32,
     sparse_bits: u32,
-    /// Whether every residual so far was zero.
-    pub(crate) all_zero: bool,
 }
 
 impl StreamCost {
@@ -480,7 +478,6 @@ impl StreamCost {
         StreamCost {
             run: Rice::with_mean(SPARSE_RUN_MEAN),
             val: Rice::with_mean(SPARSE_VAL_MEAN),
-            all_zero: true,
             ..Default::default()
         }
     }
@@ -495,7 +492,6 @@ impl StreamCost {
             let b = self.run.cost(u64::from(self.zeros)) + self.val.cost(minus_one(z));
             self.sparse_bits = self.sparse_bits.saturating_add(b);
             self.zeros = 0;
-            self.all_zero = false;
         }
     }
 
@@ -504,6 +500,12 @@ impl StreamCost {
         self.add(EXCEPTION);
         self.rice_bits = self.rice_bits.saturating_add(64);
         self.sparse_bits = self.sparse_bits.saturating_add(64);
+    }
+
+    /// Whether every residual so far was zero (a non-zero one costs sparse bits; a run of
+    /// zeros is only priced at the end).
+    pub(crate) fn all_zero(&self) -> bool {
+        self.sparse_bits == 0
     }
 
     /// Bits of the sparse coding, trailing zeros included.
@@ -682,7 +684,7 @@ mod tests {
             }
             assert_eq!(bits, cost.sparse_bits());
             assert_eq!(bits, w.bit_len());
-            assert_eq!(cost.all_zero, vals.iter().all(|&v| v == 0));
+            assert_eq!(cost.all_zero(), vals.iter().all(|&v| v == 0));
             let mut r = BitReader::new(w.bytes(), w.bit_len());
             let mut d = Sparse::default();
             for &v in &vals {

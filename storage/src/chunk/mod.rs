@@ -224,7 +224,6 @@ struct Encoder {
     delta_prev: i64,
     first_bits: u64,
     last_bits: u64,
-    n0: i64,
     n_prev: i64,
     d_prev: i64,
     ts_coder: ResCoder,
@@ -245,7 +244,6 @@ impl Encoder {
             delta_prev: 0,
             first_bits: 0,
             last_bits: 0,
-            n0: 0,
             n_prev: 0,
             d_prev: 0,
             ts_coder: ResCoder::new(time_sparse(time)),
@@ -280,7 +278,6 @@ impl Encoder {
             self.t0 = t;
             self.t_last = t;
             self.first_bits = bits;
-            self.n0 = n;
             self.n_prev = n;
             self.d_prev = 0;
             self.xor = XorState::new(bits);
@@ -387,7 +384,10 @@ impl Encoder {
 
     fn first_value_code(&self) -> u64 {
         match self.value {
-            ValueEncoding::Int { .. } => zigzag(self.n0),
+            // the first value always fits an integer coding (else the chunk is XOR)
+            ValueEncoding::Int { decimals, .. } => {
+                zigzag(int::to_scaled(f64::from_bits(self.first_bits), decimals).unwrap_or(0))
+            }
             _ => self.first_bits.swap_bytes(),
         }
     }
@@ -446,7 +446,7 @@ pub struct ChunkWriter {
     v_delta: StreamCost,
     v_dod: StreamCost,
     v_xor: XorState,
-    v_xor_bits: u64,
+    v_xor_bits: u32,
     v_const: bool,
     exceptions: u8,
     max_abs_n: i64,
@@ -574,7 +574,9 @@ impl ChunkWriter {
                     .add(zigzag(grid_offset(t, self.enc.t0, idx, self.enc.delta1)));
             }
             self.v_const &= bits == self.enc.first_bits;
-            self.v_xor_bits += u64::from(self.v_xor.encode(bits, &mut bitstream::BitCounter(0)));
+            self.v_xor_bits = self
+                .v_xor_bits
+                .saturating_add(self.v_xor.encode(bits, &mut bitstream::BitCounter(0)));
             if is_int {
                 match n {
                     Some(n) => {
@@ -653,7 +655,7 @@ impl ChunkWriter {
 
     /// The encoded chunk (header, body, crc32) in the smallest coding; self-delimiting.
     pub fn finish(&self) -> Vec<u8> {
-        let time = if self.enc.count <= 2 || self.ts_delta.all_zero {
+        let time = if self.enc.count <= 2 || self.ts_delta.all_zero() {
             TimeEncoding::Regular
         } else {
             let (db, ds) = self.ts_delta.best();
@@ -674,7 +676,7 @@ impl ChunkWriter {
                 ValueEncoding::Int { decimals, .. } => {
                     let (db, ds) = self.v_delta.best();
                     let (ddb, dds) = self.v_dod.best();
-                    let (int_bits, int) = if self.v_dod.all_zero {
+                    let (int_bits, int) = if self.v_dod.all_zero() {
                         (
                             0,
                             ValueEncoding::Int {
@@ -705,7 +707,7 @@ impl ChunkWriter {
                             },
                         )
                     };
-                    if self.v_xor_bits < int_bits {
+                    if u64::from(self.v_xor_bits) < int_bits {
                         ValueEncoding::Xor
                     } else {
                         int
