@@ -288,16 +288,23 @@ impl Queryable for inferdb_storage::Db {
         for s in q.select(matchers)? {
             let mut it = s.iter();
             let mut points: Vec<FPoint> = Vec::new();
-            let mut cur = it.seek(mint);
-            while let Some((t, f)) = cur {
-                if t > maxt {
-                    break;
+            // Whole decoded runs at a time; the querier's range is [mint, maxt] and each
+            // timestamp comes once in order, checked per run (and per sample where a run
+            // does not follow on).
+            while let Some((ts, vs)) = it.next_batch() {
+                let (Some(&first), Some(&last)) = (ts.first(), ts.last()) else {
+                    continue;
+                };
+                let after = points.last().is_none_or(|p| p.t < first);
+                if after && first >= mint && last <= maxt && ts.windows(2).all(|w| w[0] < w[1]) {
+                    points.extend(ts.iter().zip(vs).map(|(&t, &f)| FPoint { t, f }));
+                } else {
+                    for (&t, &f) in ts.iter().zip(vs) {
+                        if t >= mint && t <= maxt && points.last().is_none_or(|p| p.t < t) {
+                            points.push(FPoint { t, f });
+                        }
+                    }
                 }
-                // A seek that does not consume yields its sample again: skip repeats.
-                if t >= mint && points.last().is_none_or(|p| p.t < t) {
-                    points.push(FPoint { t, f });
-                }
-                cur = it.next();
             }
             if let Some(e) = it.take_err() {
                 return Err(StorageError::Storage(e));
