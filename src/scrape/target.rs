@@ -833,7 +833,17 @@ impl ScrapeLoop {
                 v,
             });
         }
-        match self.sink.append_batch(&self.batch) {
+        // the store may block (WAL write, a segment roll or fsync under its lock): on a
+        // multi-threaded runtime let the worker hand its other scrape loops to another thread
+        // meanwhile, so one slow commit does not delay every target's scrape
+        let (sink, batch) = (&self.sink, &self.batch);
+        let appended = match tokio::runtime::Handle::try_current() {
+            Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+                tokio::task::block_in_place(|| sink.append_batch(batch))
+            }
+            _ => sink.append_batch(batch),
+        };
+        match appended {
             Ok(st) => {
                 report.rejected = st.rejected;
                 if st.rejected > 0 {
