@@ -11,7 +11,7 @@
 #   benches/compare_remote_write.sh [WORKDIR]          # default /tmp/inferdb-rw-compare
 #   SAMPLES=6000000 SENDERS=4 BATCH=2000 INSTANCES=200 benches/compare_remote_write.sh
 #   RUNS=3 ...        repeat each server's load (fresh folder each time)
-#   ONLY=inferdb ...  or ONLY=prometheus
+#   ONLY=inferdb ...  or ONLY=prometheus; NO_BUILD=1 uses the binaries already built
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -24,7 +24,7 @@ RUNS=${RUNS:-1}
 ONLY=${ONLY:-}
 TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 
-(cd "$ROOT" && cargo build --release --bin inferdb --example remote_write_load)
+[ -n "${NO_BUILD:-}" ] || (cd "$ROOT" && cargo build --release --bin inferdb --example remote_write_load)
 INFERDB=$TARGET/release/inferdb
 LOAD=$TARGET/release/examples/remote_write_load
 
