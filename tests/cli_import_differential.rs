@@ -153,6 +153,7 @@ fn family_queries(families: &[(String, String, Vec<String>)]) -> Vec<String> {
 }
 
 #[test]
+#[ignore = "about 10 minutes in a debug build on a loaded 2-core machine (the simulation runs in debug); run with --ignored"]
 fn imported_24h_of_8_servers_answers_like_prometheus() {
     if !common_diff::require_prometheus("the import differential test") {
         return;
@@ -203,19 +204,33 @@ fn imported_24h_of_8_servers_answers_like_prometheus() {
             queries.push(d);
         }
     }
-    // every sample arrived on both sides
+    // every sample arrived on both sides (counted per metric name: count_over_time drops the
+    // name, so one query over all metrics would meet equal label sets)
     let day_end = T0 + HOURS * 3_600_000;
-    let count_all = "sum(count_over_time({job=\"vllm\"}[1d]))";
+    let mut names: Vec<&str> = gen
+        .families
+        .iter()
+        .flat_map(|(_, _, series)| series.iter())
+        .map(|s| s.split('{').next().unwrap_or(s))
+        .collect();
+    names.sort_unstable();
+    names.dedup();
     for base in [&pbase, &ibase] {
-        let (_, body) = client.post(
-            &format!("{base}/api/v1/query"),
-            &[("query", count_all.into()), ("time", secs(day_end))],
-        );
-        assert!(
-            body.contains(&format!("\"{}\"", gen.samples)),
-            "{base}: {count_all} should be {}: {body}",
-            gen.samples
-        );
+        let mut total = 0u64;
+        for n in &names {
+            let q = format!("sum(count_over_time({n}[1d]))");
+            let (_, body) = client.post(
+                &format!("{base}/api/v1/query"),
+                &[("query", q.clone()), ("time", secs(day_end))],
+            );
+            let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+            let c = v["data"]["result"][0]["value"][1]
+                .as_str()
+                .and_then(|x| x.parse::<u64>().ok())
+                .unwrap_or_else(|| panic!("{base}: {q}: {body}"));
+            total += c;
+        }
+        assert_eq!(total, gen.samples, "{base}: samples counted per metric");
     }
 
     // instant queries spread over the day, 37 s past a minute; range queries over most of it
