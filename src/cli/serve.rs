@@ -313,9 +313,6 @@ impl ServeArgs {
                 Some(parse_bytes(s).map_err(|e| anyhow!("--storage.tsdb.retention.size: {e}"))?)
             }
         };
-        if self.enable_remote_write_receiver {
-            tracing::warn!("--web.enable-remote-write-receiver: remote write is not implemented yet; /api/v1/write answers 404");
-        }
 
         // the simulator first, so its servers can join the scrape configuration
         let mut demo_targets: Vec<String> = Vec::new();
