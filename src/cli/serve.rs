@@ -433,11 +433,10 @@ impl ServeArgs {
                 })
         };
 
-        let remote_flush = Duration::from_millis(duration_ms(
-            "storage.remote.flush-deadline",
-            &self.remote_flush_deadline,
-        )?
-        .max(0) as u64);
+        let remote_flush = Duration::from_millis(
+            duration_ms("storage.remote.flush-deadline", &self.remote_flush_deadline)?.max(0)
+                as u64,
+        );
         let remote_write = Arc::new(crate::remote::sender::RemoteWriteManager::new(
             &self.data_dir,
         ));
