@@ -575,8 +575,7 @@ fn parse_text(
         if line.trim().is_empty() {
             continue;
         }
-        if line.starts_with('#') {
-            let body = &line[1..];
+        if let Some(body) = line.strip_prefix('#') {
             if (format == Format::OpenMetrics && body == " EOF")
                 || (format == Format::PromText && body.trim() == "EOF")
             {
