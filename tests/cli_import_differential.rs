@@ -5,8 +5,9 @@
 //! the same instant and range queries (the vLLM dashboard's queries and per-family queries)
 //! through their HTTP APIs, compared by `common_diff::compare`.
 //!
-//! Sizes: 8 servers x 1440 scrapes x about 100 series per server, about 1.2 M samples and
-//! 170 MB of OpenMetrics text.
+//! Sizes: 8 servers x 1440 scrapes (60 s interval), 744 series, 1,071,360 samples, 171 MB of
+//! OpenMetrics text. On the loaded 2-core machine in a debug build the test took 124 s: the
+//! simulation 101 s, promtool 10 s, the import 3 s, 512 queries 11 s (512 matched).
 //!
 //! Prometheus 2 closes range windows on the left, inferdb (like Prometheus 3) on the right, so
 //! every sample sits 7 ms past a whole minute and every evaluation time is 37 s past one: no
@@ -155,7 +156,6 @@ fn family_queries(families: &[(String, String, Vec<String>)]) -> Vec<String> {
 }
 
 #[test]
-#[ignore = "about 10 minutes in a debug build on a loaded 2-core machine (the simulation runs in debug); run with --ignored"]
 fn imported_24h_of_8_servers_answers_like_prometheus() {
     if !common_diff::require_prometheus("the import differential test") {
         return;
@@ -297,7 +297,8 @@ fn imported_24h_of_8_servers_answers_like_prometheus() {
         eprintln!("MISMATCH {m}\n");
     }
     assert!(queries.len() >= 100, "only {} queries", queries.len());
-    assert!(empty * 4 < total, "{empty} of {total} results are empty");
+    // (126 of 512 are empty on both: dashboard panels for families this file leaves out)
+    assert!(empty * 3 < total, "{empty} of {total} results are empty");
     assert!(
         mismatches.is_empty(),
         "{} of {total} queries differ from Prometheus:\n{}",
