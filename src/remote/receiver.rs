@@ -22,7 +22,7 @@ use inferdb_storage::{Db, Error as StoreError, Label, Labels, MatchOp, Matcher, 
 use parking_lot::Mutex;
 
 use super::proto::{self, MatcherType, MetricType, ReadRequest, ReadResponse, ResponseType};
-use super::wire::WriteView;
+use super::wire::{parse_labels, SeriesView, WriteView};
 
 /// Limits and switches of the receiver.
 #[derive(Debug, Clone)]
@@ -109,50 +109,34 @@ impl Hasher for IdHasher {
 const CACHE_SHARDS: usize = 16;
 /// Entries per shard before the shard is cleared (bounds memory under series churn).
 const CACHE_SHARD_MAX: usize = 1 << 17;
+/// A thread's decompression buffer is kept for the next request up to this size.
+const KEEP_BUF_BYTES: usize = 16 << 20;
 
 struct CacheEntry {
-    labels: Box<[(Box<str>, Box<str>)]>,
+    /// The series' label fields as they appear in a `TimeSeries` message.
+    raw: Box<[u8]>,
     r: u64,
 }
 
 type CacheShard = HashMap<u64, CacheEntry, BuildHasherDefault<IdHasher>>;
 
-/// A fast, order-dependent hash of label pairs (empty values skipped), for the series cache.
-fn hash_pairs(pairs: &[(&str, &str)]) -> u64 {
+/// A fast hash of a series' raw label bytes, for the series cache (collisions only cost a
+/// miss: hits compare the bytes).
+fn hash_raw(bytes: &[u8]) -> u64 {
     const K: u64 = 0x517c_c1b7_2722_0a95;
-    let mut h: u64 = 0;
-    let mut mix = |bytes: &[u8]| {
-        let mut c = bytes.chunks_exact(8);
-        for w in &mut c {
-            let mut a = [0u8; 8];
-            a.copy_from_slice(w);
-            h = (h.rotate_left(5) ^ u64::from_le_bytes(a)).wrapping_mul(K);
-        }
-        let mut last = [0u8; 8];
-        let rest = c.remainder();
-        last[..rest.len()].copy_from_slice(rest);
-        h = (h.rotate_left(5) ^ u64::from_le_bytes(last) ^ (rest.len() as u64) << 59)
-            .wrapping_mul(K);
-    };
-    for (n, v) in pairs {
-        if v.is_empty() {
-            continue;
-        }
-        mix(n.as_bytes());
-        mix(v.as_bytes());
+    let mut h: u64 = bytes.len() as u64;
+    let mut c = bytes.chunks_exact(8);
+    for w in &mut c {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(w);
+        h = (h.rotate_left(5) ^ u64::from_le_bytes(a)).wrapping_mul(K);
     }
-    h
-}
-
-fn same_pairs(a: &[(Box<str>, Box<str>)], b: &[(&str, &str)]) -> bool {
-    let mut bi = b.iter().filter(|(_, v)| !v.is_empty());
-    for (n, v) in a {
-        match bi.next() {
-            Some((bn, bv)) if **n == **bn && **v == **bv => {}
-            _ => return false,
-        }
-    }
-    bi.next().is_none()
+    let rest = c.remainder();
+    let mut last = [0u8; 8];
+    last[..rest.len()].copy_from_slice(rest);
+    h = (h.rotate_left(5) ^ u64::from_le_bytes(last)).wrapping_mul(K);
+    // spread the high bits into the low ones (shard and bucket choice use those)
+    h ^ (h >> 29) ^ (h >> 47)
 }
 
 fn fmt_pairs(pairs: &[(&str, &str)]) -> String {
@@ -273,25 +257,22 @@ impl RemoteStore {
         &self.opts
     }
 
-    fn cached(&self, h: u64, pairs: &[(&str, &str)]) -> Option<u64> {
+    fn cached(&self, h: u64, raw: &[u8]) -> Option<u64> {
         let shard = self.cache[(h as usize) % CACHE_SHARDS].lock();
-        shard
-            .get(&h)
-            .filter(|e| same_pairs(&e.labels, pairs))
-            .map(|e| e.r)
+        shard.get(&h).filter(|e| *e.raw == *raw).map(|e| e.r)
     }
 
-    fn remember(&self, h: u64, pairs: &[(&str, &str)], r: u64) {
+    fn remember(&self, h: u64, raw: &[u8], r: u64) {
         let mut shard = self.cache[(h as usize) % CACHE_SHARDS].lock();
         if shard.len() >= CACHE_SHARD_MAX {
             shard.clear();
         }
-        let labels = pairs
-            .iter()
-            .filter(|(_, v)| !v.is_empty())
-            .map(|(n, v)| (Box::<str>::from(*n), Box::<str>::from(*v)))
-            .collect();
-        shard.insert(h, CacheEntry { labels, r });
+        match shard.get_mut(&h) {
+            Some(e) if *e.raw == *raw => e.r = r,
+            _ => {
+                shard.insert(h, CacheEntry { raw: raw.into(), r });
+            }
+        }
     }
 
     fn bad(&self, msg: String) -> RemoteError {
@@ -311,35 +292,89 @@ impl RemoteStore {
                 self.opts.max_decoded_bytes
             )));
         }
-        let raw = snap::raw::Decoder::new()
-            .decompress_vec(body)
-            .map_err(|e| self.bad(format!("snappy decode: {e}")))?;
-        self.write(&raw)
+        // one decompression buffer per (blocking-pool) thread, kept across requests
+        thread_local! {
+            static RAW: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        RAW.with(|cell| {
+            let Ok(mut buf) = cell.try_borrow_mut() else {
+                // re-entered (not done today): a buffer of its own
+                let raw = snap::raw::Decoder::new()
+                    .decompress_vec(body)
+                    .map_err(|e| self.bad(format!("snappy decode: {e}")))?;
+                return self.write(&raw);
+            };
+            buf.clear();
+            buf.resize(size, 0);
+            let res = snap::raw::Decoder::new()
+                .decompress(body, &mut buf)
+                .map_err(|e| self.bad(format!("snappy decode: {e}")))
+                .and_then(|n| self.write(&buf[..n]));
+            if buf.capacity() > KEEP_BUF_BYTES {
+                *buf = Vec::new();
+            }
+            res
+        })
     }
 
     /// Stores an uncompressed remote-write body: all or nothing.
     pub fn write(&self, raw: &[u8]) -> Result<WriteStats, RemoteError> {
         self.counters.requests.fetch_add(1, Ordering::Relaxed);
-        let view = WriteView::decode(raw).map_err(|e| self.bad(e.to_string()))?;
+        let mut view = WriteView::default();
+        view.decode_lazy_into(raw)
+            .map_err(|e| self.bad(e.to_string()))?;
         let n = view.series.len();
+        let raw_of = |s: &SeriesView| {
+            s.raw_labels
+                .as_ref()
+                .map(|r| &raw[r.start as usize..r.end as usize])
+        };
 
-        // 1. every series' labels, before anything is created or appended
+        // 1. every series' labels, before anything is created or appended: a series whose raw
+        // label bytes are cached was checked when it was cached; the others are parsed and
+        // checked here (`pairs[ranges[i]]`)
         let mut refs: Vec<Option<u64>> = Vec::with_capacity(n);
         let mut hashes: Vec<u64> = Vec::with_capacity(n);
+        let mut pairs: Vec<(&str, &str)> = Vec::new();
+        let mut ranges: Vec<(u32, u32)> = Vec::with_capacity(n);
         for s in &view.series {
-            let pairs = view.series_labels(s);
-            let h = hash_pairs(pairs);
-            let r = self.cached(h, pairs);
+            let p0 = pairs.len();
+            let (h, r) = match raw_of(s) {
+                Some(bytes) => {
+                    let h = hash_raw(bytes);
+                    match self.cached(h, bytes) {
+                        Some(r) => (h, Some(r)),
+                        None => {
+                            parse_labels(bytes, &mut pairs).map_err(|e| self.bad(e.to_string()))?;
+                            (h, None)
+                        }
+                    }
+                }
+                None => {
+                    pairs.extend_from_slice(view.series_labels(s));
+                    (0, None)
+                }
+            };
             if r.is_none() {
-                check_labels(pairs).map_err(|e| self.bad(e))?;
-            } else if pairs.windows(2).any(|w| w[0].0 >= w[1].0) {
-                // same set as a cached series but sent in another order or with a repeated
-                // empty-valued name: refuse like any unsorted set
-                check_labels(pairs).map_err(|e| self.bad(e))?;
+                check_labels(&pairs[p0..]).map_err(|e| self.bad(e))?;
             }
             refs.push(r);
             hashes.push(h);
+            ranges.push((p0 as u32, pairs.len() as u32));
         }
+        // a series' labels, parsed again if it was a cache hit (rare paths only)
+        let labels_of = |i: usize| -> Vec<(&str, &str)> {
+            let (a, b) = ranges[i];
+            if a < b {
+                return pairs[a as usize..b as usize].to_vec();
+            }
+            let mut v = Vec::new();
+            if let Some(bytes) = raw_of(&view.series[i]) {
+                // these bytes parsed when they were cached
+                let _ = parse_labels(bytes, &mut v);
+            }
+            v
+        };
 
         // 2. create the series not seen before, then append everything in one transaction
         let mut app = self.db.appender();
@@ -349,12 +384,16 @@ impl RemoteStore {
         };
         for (i, s) in view.series.iter().enumerate() {
             if refs[i].is_none() && !view.series_samples(s).is_empty() {
-                let pairs = view.series_labels(s);
-                let r = app.get_ref(&to_labels(pairs)).map_err(|e| match e {
-                    StoreError::InvalidLabels(m) => self.bad(format!("invalid labels: {m}")),
-                    e => internal(e),
-                })?;
-                self.remember(hashes[i], pairs, r.0);
+                let (a, b) = ranges[i];
+                let r = app
+                    .get_ref(&to_labels(&pairs[a as usize..b as usize]))
+                    .map_err(|e| match e {
+                        StoreError::InvalidLabels(m) => self.bad(format!("invalid labels: {m}")),
+                        e => internal(e),
+                    })?;
+                if let Some(bytes) = raw_of(s) {
+                    self.remember(hashes[i], bytes, r.0);
+                }
                 refs[i] = Some(r.0);
             }
         }
@@ -365,9 +404,10 @@ impl RemoteStore {
                 let mut res = app.append_ref(SeriesRef(r), t, v);
                 if matches!(res, Err(StoreError::UnknownSeries(_))) {
                     // the series left the head since it was cached
-                    let pairs = view.series_labels(s);
-                    r = app.get_ref(&to_labels(pairs)).map_err(internal)?.0;
-                    self.remember(hashes[i], pairs, r);
+                    r = app.get_ref(&to_labels(&labels_of(i))).map_err(internal)?.0;
+                    if let Some(bytes) = raw_of(s) {
+                        self.remember(hashes[i], bytes, r);
+                    }
                     res = app.append_ref(SeriesRef(r), t, v);
                 }
                 match res {
@@ -385,7 +425,7 @@ impl RemoteStore {
                         c.fetch_add(1, Ordering::Relaxed);
                         app.rollback();
                         tracing::debug!(
-                            series = %fmt_pairs(view.series_labels(s)),
+                            series = %fmt_pairs(&labels_of(i)),
                             timestamp = t,
                             "remote write: {e}"
                         );
@@ -685,6 +725,28 @@ mod tests {
             m.contains("inferdb_remote_write_rejected_samples_total{reason=\"out_of_order\"} 1")
         );
         assert!(m.contains("inferdb_remote_write_invalid_requests_total 6"));
+        // the series cache is keyed on the raw label bytes: the cached set sent unsorted is
+        // still refused, the same set with an extra empty-valued label is the same series
+        let e = rs
+            .write(&body(vec![ts(
+                &[("job", "x"), ("__name__", "a")],
+                &[(4000, 4.0)],
+            )]))
+            .unwrap_err();
+        assert!(e.to_string().contains("not sorted"), "{e}");
+        rs.write(&body(vec![ts(
+            &[("__name__", "a"), ("env", ""), ("job", "x")],
+            &[(4000, 4.0)],
+        )]))
+        .unwrap();
+        assert_eq!(count(&db), 4);
+        // labels are UTF-8-checked even though the decoding is lazy
+        let mut raw = body(vec![ts(&[("__name__", "zz\u{e9}")], &[(1, 1.0)])]);
+        let at = raw.len() - raw.iter().rev().position(|b| *b == 0xc3).unwrap() - 1;
+        raw[at] = 0xff;
+        let e = rs.write(&raw).unwrap_err();
+        assert!(e.to_string().contains("UTF-8"), "{e}");
+        assert_eq!(count(&db), 4);
         // garbage
         assert!(matches!(
             rs.write_compressed(b"\xff\xff\xff\xff\xff"),

@@ -38,10 +38,15 @@ pub enum WireError {
 /// One series of a [`WriteView`]: ranges into its `labels` and `samples`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SeriesView {
-    /// Its labels, in the order sent.
+    /// Its labels, in the order sent (empty when the view was decoded with
+    /// [`WriteView::decode_lazy_into`] and `raw_labels` is set: parse those bytes instead).
     pub labels: Range<u32>,
     /// Its samples, in the order sent.
     pub samples: Range<u32>,
+    /// Where its `labels` fields lie in the decoded body, keys and lengths included, when they
+    /// are back to back (as every known sender writes them); `None` when other fields come
+    /// between them. Two series with the same bytes here have the same labels.
+    pub raw_labels: Option<Range<u32>>,
 }
 
 /// One `MetricMetadata` entry, borrowed.
@@ -198,6 +203,22 @@ fn idx(n: usize) -> Result<u32, WireError> {
     u32::try_from(n).map_err(|_| WireError::TooLarge)
 }
 
+/// Parses the label fields in `raw` (a series' [`SeriesView::raw_labels`] bytes) onto `out`,
+/// checking them as [`WriteView::decode`] does.
+pub fn parse_labels<'a>(raw: &'a [u8], out: &mut Vec<(&'a str, &'a str)>) -> Result<(), WireError> {
+    let mut r = Reader::new(raw);
+    while !r.done() {
+        let (f, wt) = r.key()?;
+        if f == 1 {
+            expect(f, wt, LEN)?;
+            out.push(label(r.bytes()?)?);
+        } else {
+            r.skip(f, wt)?;
+        }
+    }
+    Ok(())
+}
+
 fn label(buf: &[u8]) -> Result<(&str, &str), WireError> {
     let mut r = Reader::new(buf);
     let (mut name, mut value) = ("", "");
@@ -304,6 +325,19 @@ impl<'a> WriteView<'a> {
 
     /// Decodes into `self`, cleared first (keeps the vectors' capacity).
     pub fn decode_into(&mut self, buf: &'a [u8]) -> Result<(), WireError> {
+        self.decode_with(buf, false)
+    }
+
+    /// Like [`WriteView::decode_into`], but the labels of a series whose label fields are back
+    /// to back are not parsed nor UTF-8-checked: only their bytes are located
+    /// ([`SeriesView::raw_labels`]); [`parse_labels`] parses them when needed. The rest of the
+    /// message (framing of every field, samples, exemplars, metadata) is checked as by
+    /// `decode_into`.
+    pub fn decode_lazy_into(&mut self, buf: &'a [u8]) -> Result<(), WireError> {
+        self.decode_with(buf, true)
+    }
+
+    fn decode_with(&mut self, buf: &'a [u8], lazy: bool) -> Result<(), WireError> {
         self.series.clear();
         self.labels.clear();
         self.samples.clear();
@@ -316,7 +350,7 @@ impl<'a> WriteView<'a> {
                 1 => {
                     expect(f, wt, LEN)?;
                     let ts = r.bytes()?;
-                    self.time_series(ts)?;
+                    self.time_series(ts, r.pos - ts.len(), lazy)?;
                 }
                 3 => {
                     expect(f, wt, LEN)?;
@@ -329,17 +363,28 @@ impl<'a> WriteView<'a> {
         Ok(())
     }
 
-    fn time_series(&mut self, buf: &'a [u8]) -> Result<(), WireError> {
+    fn time_series(&mut self, buf: &'a [u8], base: usize, lazy: bool) -> Result<(), WireError> {
         let l0 = idx(self.labels.len())?;
         let s0 = idx(self.samples.len())?;
+        // the span of the label fields, and whether anything else came inside it
+        let (mut raw0, mut raw1, mut contiguous) = (None::<usize>, 0usize, true);
         let mut r = Reader::new(buf);
         while !r.done() {
+            let at = r.pos;
             let (f, wt) = r.key()?;
             match f {
                 1 => {
                     expect(f, wt, LEN)?;
-                    let l = label(r.bytes()?)?;
-                    self.labels.push(l);
+                    match raw0 {
+                        None => raw0 = Some(at),
+                        Some(_) if raw1 != at => contiguous = false,
+                        Some(_) => {}
+                    }
+                    let b = r.bytes()?;
+                    raw1 = r.pos;
+                    if !lazy {
+                        self.labels.push(label(b)?);
+                    }
                 }
                 2 => {
                     expect(f, wt, LEN)?;
@@ -354,9 +399,19 @@ impl<'a> WriteView<'a> {
                 _ => r.skip(f, wt)?,
             }
         }
+        let raw_labels = if contiguous {
+            let (a, b) = raw0.map_or((0, 0), |a| (base + a, base + raw1));
+            Some(idx(a)?..idx(b)?)
+        } else {
+            if lazy {
+                parse_labels(buf, &mut self.labels)?;
+            }
+            None
+        };
         self.series.push(SeriesView {
             labels: l0..idx(self.labels.len())?,
             samples: s0..idx(self.samples.len())?,
+            raw_labels,
         });
         Ok(())
     }
@@ -397,6 +452,24 @@ pub fn fuzz_check(raw: &[u8]) {
             .map(|t| t.exemplars.len())
             .sum::<usize>()
     );
+    // the lazy decoding accepts the same, and its labels parse to the same
+    let mut lz = WriteView::default();
+    if let Err(e) = lz.decode_lazy_into(raw) {
+        panic!("lazy decoding refuses what the full one accepts: {e}");
+    }
+    assert_eq!(lz.series.len(), v.series.len());
+    let mut pairs = Vec::new();
+    for (ls, s) in lz.series.iter().zip(&v.series) {
+        assert_eq!(ls.samples, s.samples);
+        assert_eq!(ls.raw_labels, s.raw_labels);
+        pairs.clear();
+        match &ls.raw_labels {
+            Some(rr) => parse_labels(&raw[rr.start as usize..rr.end as usize], &mut pairs)
+                .expect("raw label bytes of an accepted body parse"),
+            None => pairs.extend_from_slice(lz.series_labels(ls)),
+        }
+        assert_eq!(pairs.as_slice(), v.series_labels(s));
+    }
     assert_eq!(v.metadata.len(), p.metadata.len());
     for (m, pm) in v.metadata.iter().zip(&p.metadata) {
         assert_eq!(m.typ, pm.r#type);
