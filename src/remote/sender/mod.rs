@@ -1022,7 +1022,8 @@ mod tests {
             &d.path().join("wal"),
         )
         .unwrap();
-        until(|| seen.lock().unwrap().accepted.len() >= 40).await;
+        // the receiver records a batch before it answers; the sender counts it after
+        until(|| seen.lock().unwrap().accepted.len() >= 40 && q.metrics().sent_total() >= 40).await;
         let m = q.metrics();
         assert_eq!(m.retried.get(), 20, "two failed batches of 10");
         assert_eq!(m.failed.get(), 10);
@@ -1078,7 +1079,8 @@ mod tests {
             )
             .unwrap();
             until(|| seen.lock().unwrap().requests > retry as usize).await;
-            tokio::time::sleep(Duration::from_millis(200)).await;
+            until(|| q.metrics().failed.get() == failed && q.metrics().retried.get() == retried)
+                .await;
             assert_eq!(q.metrics().failed.get(), failed);
             assert_eq!(q.metrics().retried.get(), retried);
             q.stop(Duration::from_secs(1)).await;
