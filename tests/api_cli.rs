@@ -175,7 +175,9 @@ fn query_folder_url_and_api_agree() {
         "--data-dir",
         "/nonexistent/inferdb",
     ]);
-    assert_eq!(code, 1, "{err}");
+    assert_eq!(code, 2, "a missing data folder is a usage error: {err}");
+    assert!(err.contains("does not exist"), "{err}");
+    assert!(!err.contains("internal"), "{err}");
     let _ = tx.send(());
 }
 
