@@ -115,16 +115,28 @@ pub(crate) struct BitReader<'a> {
     data: &'a [u8],
     pos: u64,
     end: u64,
+    /// Offset in `data` of `tail[0]`: the last (up to) 8 bytes of `data` are copied to `tail`,
+    /// followed by zeros, so that [`peek`](BitReader::peek) near the end is one load too.
+    tail_at: usize,
+    tail: [u8; 16],
 }
 
 impl<'a> BitReader<'a> {
     /// A reader over the first `end_bits` bits of `data` (clamped to the slice).
     pub(crate) fn new(data: &'a [u8], end_bits: u64) -> Self {
         let max = (data.len() as u64).saturating_mul(8);
+        let tail_at = data.len().saturating_sub(8);
+        let mut tail = [0u8; 16];
+        let last = data.get(tail_at..).unwrap_or(&[]);
+        if let Some(t) = tail.get_mut(..last.len()) {
+            t.copy_from_slice(last);
+        }
         BitReader {
             data,
             pos: 0,
             end: end_bits.min(max),
+            tail_at,
+            tail,
         }
     }
 
@@ -157,10 +169,11 @@ impl<'a> BitReader<'a> {
                 u64::from_be_bytes(a)
             }
             None => {
+                // within the last 8 bytes or past the end: `tail` holds them, then zeros
+                let off = byte.wrapping_sub(self.tail_at).min(8);
                 let mut a = [0u8; 8];
-                if let Some(rest) = self.data.get(byte..) {
-                    let n = rest.len().min(8);
-                    a[..n].copy_from_slice(&rest[..n]);
+                if let Some(s) = self.tail.get(off..off + 8) {
+                    a.copy_from_slice(s);
                 }
                 u64::from_be_bytes(a)
             }
@@ -420,8 +433,20 @@ impl Sparse {
         b
     }
 
+    /// Zero residuals the decoder returns next without reading bits (the rest of a run).
+    #[inline(always)]
+    pub(crate) fn pending_zeros(&self) -> u32 {
+        self.zeros
+    }
+
+    /// Consumes `n <= pending_zeros()` zero residuals at once (bulk decoding of a run).
+    #[inline(always)]
+    pub(crate) fn take_zeros(&mut self, n: u32) {
+        self.zeros -= n.min(self.zeros);
+    }
+
     /// Decodes one residual.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn decode(&mut self, r: &mut BitReader<'_>) -> u64 {
         if self.zeros > 0 {
             self.zeros -= 1;
@@ -563,6 +588,32 @@ mod tests {
         assert_eq!(r.remaining(), 0);
         r.read(1);
         assert!(r.overrun());
+    }
+
+    #[test]
+    fn peek_near_and_past_the_end() {
+        let data: Vec<u8> = (0..21u8).map(|i| i.wrapping_mul(37) ^ 0x5a).collect();
+        for len in 0..data.len() {
+            let d = &data[..len];
+            // the bits of `d` from `pos`, then zeros
+            let naive = |pos: u64| {
+                (0..64u64).fold(0u64, |acc, i| {
+                    let p = pos + i;
+                    let bit = d
+                        .get((p / 8) as usize)
+                        .map_or(0, |b| u64::from(b >> (7 - p % 8)) & 1);
+                    (acc << 1) | bit
+                })
+            };
+            let mut r = BitReader::new(d, u64::MAX);
+            for pos in 0..(len as u64 + 10) * 8 {
+                // (the low 7 bits may be zeros instead of stream bits)
+                assert_eq!(r.peek() >> 7, naive(pos) >> 7, "len {len} pos {pos}");
+                r.skip(1);
+            }
+            r.skip(u32::MAX);
+            assert_eq!(r.peek(), 0);
+        }
     }
 
     #[test]

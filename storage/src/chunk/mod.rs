@@ -1232,6 +1232,25 @@ impl<'a> SampleIter<'a> {
         None
     }
 
+    /// Returns the first sample (`idx == 0`) and moves past it; it takes no bits.
+    #[inline]
+    fn first_sample(&mut self) -> (i64, f64) {
+        self.t = self.t0;
+        match self.value {
+            ValueEncoding::Int { decimals, .. } => {
+                self.n = unzigzag(self.first);
+                self.v = int::from_scaled(self.n, decimals);
+            }
+            _ => {
+                let bits = self.first.swap_bytes();
+                self.xor = XorState::new(bits);
+                self.v = f64::from_bits(bits);
+            }
+        }
+        self.idx = 1;
+        (self.t, self.v)
+    }
+
     #[cold]
     fn check_end(&mut self) -> Option<(i64, f64)> {
         if !self.checked_end {
@@ -1256,77 +1275,65 @@ impl Iterator for SampleIter<'_> {
             return self.check_end();
         }
         if self.idx == 0 {
-            self.t = self.t0;
-            match self.value {
-                ValueEncoding::Int { decimals, .. } => {
-                    self.n = unzigzag(self.first);
+            return Some(self.first_sample());
+        }
+        let delta = if self.idx == 1 {
+            self.delta1
+        } else {
+            match self.time {
+                TimeEncoding::Regular => self.delta1,
+                TimeEncoding::Delta { .. } => self
+                    .delta1
+                    .wrapping_add(unzigzag(self.ts_coder.decode(&mut self.r))),
+                TimeEncoding::DeltaOfDelta { .. } => self
+                    .delta
+                    .wrapping_add(unzigzag(self.ts_coder.decode(&mut self.r))),
+                TimeEncoding::Grid { .. } => {
+                    let off = unzigzag(self.ts_coder.decode(&mut self.r));
+                    let t = self
+                        .t0
+                        .wrapping_add(i64::from(self.idx).wrapping_mul(self.delta1))
+                        .wrapping_add(off);
+                    t.wrapping_sub(self.t)
+                }
+            }
+        };
+        self.delta = delta;
+        let t = self.t.wrapping_add(delta);
+        if t <= self.t {
+            return self.fail("timestamps not increasing");
+        }
+        self.t = t;
+        match self.value {
+            ValueEncoding::Const => {}
+            ValueEncoding::Xor => self.v = f64::from_bits(self.xor.decode(&mut self.r)),
+            ValueEncoding::Int {
+                decimals,
+                delta_of_delta,
+                no_bits,
+                ..
+            } => {
+                let z = if no_bits {
+                    0
+                } else {
+                    self.v_coder.decode(&mut self.r)
+                };
+                if z == EXCEPTION {
+                    self.v = f64::from_bits(self.r.read_long(64));
+                } else {
+                    let r = unzigzag(z);
+                    if delta_of_delta {
+                        self.d = self.d.wrapping_add(r);
+                        self.n = self.n.wrapping_add(self.d);
+                    } else {
+                        self.n = self.n.wrapping_add(r);
+                    }
                     self.v = int::from_scaled(self.n, decimals);
                 }
-                _ => {
-                    let bits = self.first.swap_bytes();
-                    self.xor = XorState::new(bits);
-                    self.v = f64::from_bits(bits);
-                }
             }
-        } else {
-            let delta = if self.idx == 1 {
-                self.delta1
-            } else {
-                match self.time {
-                    TimeEncoding::Regular => self.delta1,
-                    TimeEncoding::Delta { .. } => self
-                        .delta1
-                        .wrapping_add(unzigzag(self.ts_coder.decode(&mut self.r))),
-                    TimeEncoding::DeltaOfDelta { .. } => self
-                        .delta
-                        .wrapping_add(unzigzag(self.ts_coder.decode(&mut self.r))),
-                    TimeEncoding::Grid { .. } => {
-                        let off = unzigzag(self.ts_coder.decode(&mut self.r));
-                        let t = self
-                            .t0
-                            .wrapping_add(i64::from(self.idx).wrapping_mul(self.delta1))
-                            .wrapping_add(off);
-                        t.wrapping_sub(self.t)
-                    }
-                }
-            };
-            self.delta = delta;
-            let t = self.t.wrapping_add(delta);
-            if t <= self.t {
-                return self.fail("timestamps not increasing");
-            }
-            self.t = t;
-            match self.value {
-                ValueEncoding::Const => {}
-                ValueEncoding::Xor => self.v = f64::from_bits(self.xor.decode(&mut self.r)),
-                ValueEncoding::Int {
-                    decimals,
-                    delta_of_delta,
-                    no_bits,
-                    ..
-                } => {
-                    let z = if no_bits {
-                        0
-                    } else {
-                        self.v_coder.decode(&mut self.r)
-                    };
-                    if z == EXCEPTION {
-                        self.v = f64::from_bits(self.r.read_long(64));
-                    } else {
-                        let r = unzigzag(z);
-                        if delta_of_delta {
-                            self.d = self.d.wrapping_add(r);
-                            self.n = self.n.wrapping_add(self.d);
-                        } else {
-                            self.n = self.n.wrapping_add(r);
-                        }
-                        self.v = int::from_scaled(self.n, decimals);
-                    }
-                }
-            }
-            if self.r.overrun() {
-                return self.fail("bit stream ends early");
-            }
+        }
+        if self.r.overrun() {
+            return self.fail("bit stream ends early");
         }
         self.idx += 1;
         Some((self.t, self.v))
@@ -1341,6 +1348,16 @@ impl Iterator for SampleIter<'_> {
 /// A residual decoder with a fixed coding (monomorphised bulk decoding).
 trait ResDec: Copy {
     fn dec(&mut self, r: &mut BitReader<'_>) -> u64;
+
+    /// Zero residuals that come next without reading bits (run-length coding only).
+    #[inline(always)]
+    fn zeros(&self) -> u32 {
+        0
+    }
+
+    /// Consumes `n <= zeros()` of them.
+    #[inline(always)]
+    fn take_zeros(&mut self, _n: u32) {}
 }
 
 impl ResDec for Rice {
@@ -1355,12 +1372,40 @@ impl ResDec for Sparse {
     fn dec(&mut self, r: &mut BitReader<'_>) -> u64 {
         self.decode(r)
     }
+
+    #[inline(always)]
+    fn zeros(&self) -> u32 {
+        self.pending_zeros()
+    }
+
+    #[inline(always)]
+    fn take_zeros(&mut self, n: u32) {
+        Sparse::take_zeros(self, n)
+    }
 }
 
 /// Timestamp decoding for samples 2.. of a chunk with one coding.
 trait TimeDec {
     /// The timestamp of sample `idx`, given the previous one `t`.
     fn step(&mut self, r: &mut BitReader<'_>, t: i64) -> i64;
+
+    /// How many of the next samples have timestamps that take no bits (a run of zero
+    /// residuals, or every sample of a regular chunk): with `(first, step) = run_start(t)`
+    /// they are `first, first + step, ...` (wrapping).
+    #[inline(always)]
+    fn run(&self) -> u32 {
+        0
+    }
+
+    /// The first timestamp of a run after timestamp `t`, and the step.
+    #[inline(always)]
+    fn run_start(&self, t: i64) -> (i64, i64) {
+        (t, 0)
+    }
+
+    /// Consumes `n <= run()` samples of the run.
+    #[inline(always)]
+    fn take_run(&mut self, _n: u32) {}
 }
 
 struct TRegular {
@@ -1371,6 +1416,16 @@ impl TimeDec for TRegular {
     #[inline(always)]
     fn step(&mut self, _r: &mut BitReader<'_>, t: i64) -> i64 {
         t.wrapping_add(self.delta1)
+    }
+
+    #[inline(always)]
+    fn run(&self) -> u32 {
+        u32::MAX
+    }
+
+    #[inline(always)]
+    fn run_start(&self, t: i64) -> (i64, i64) {
+        (t.wrapping_add(self.delta1), self.delta1)
     }
 }
 
@@ -1384,6 +1439,21 @@ impl<C: ResDec> TimeDec for TDelta<C> {
     fn step(&mut self, r: &mut BitReader<'_>, t: i64) -> i64 {
         t.wrapping_add(self.delta1.wrapping_add(unzigzag(self.c.dec(r))))
     }
+
+    #[inline(always)]
+    fn run(&self) -> u32 {
+        self.c.zeros()
+    }
+
+    #[inline(always)]
+    fn run_start(&self, t: i64) -> (i64, i64) {
+        (t.wrapping_add(self.delta1), self.delta1)
+    }
+
+    #[inline(always)]
+    fn take_run(&mut self, n: u32) {
+        self.c.take_zeros(n)
+    }
 }
 
 struct TDod<C> {
@@ -1396,6 +1466,21 @@ impl<C: ResDec> TimeDec for TDod<C> {
     fn step(&mut self, r: &mut BitReader<'_>, t: i64) -> i64 {
         self.delta = self.delta.wrapping_add(unzigzag(self.c.dec(r)));
         t.wrapping_add(self.delta)
+    }
+
+    #[inline(always)]
+    fn run(&self) -> u32 {
+        self.c.zeros()
+    }
+
+    #[inline(always)]
+    fn run_start(&self, t: i64) -> (i64, i64) {
+        (t.wrapping_add(self.delta), self.delta)
+    }
+
+    #[inline(always)]
+    fn take_run(&mut self, n: u32) {
+        self.c.take_zeros(n)
     }
 }
 
@@ -1413,11 +1498,43 @@ impl<C: ResDec> TimeDec for TGrid<C> {
         self.grid = self.grid.wrapping_add(self.delta1);
         t
     }
+
+    #[inline(always)]
+    fn run(&self) -> u32 {
+        self.c.zeros()
+    }
+
+    #[inline(always)]
+    fn run_start(&self, _t: i64) -> (i64, i64) {
+        (self.grid, self.delta1)
+    }
+
+    #[inline(always)]
+    fn take_run(&mut self, n: u32) {
+        self.c.take_zeros(n);
+        self.grid = self
+            .grid
+            .wrapping_add(i64::from(n).wrapping_mul(self.delta1));
+    }
 }
 
 /// Value decoding for samples 1.. of a chunk with one coding.
 trait ValueDec {
     fn step(&mut self, r: &mut BitReader<'_>) -> f64;
+
+    /// Decodes values into `out` until it is full or the stream overruns; returns how many
+    /// were decoded (the value that overran not counted; the reader is left after it).
+    #[inline(always)]
+    fn fill(&mut self, r: &mut BitReader<'_>, out: &mut [f64]) -> usize {
+        for (j, o) in out.iter_mut().enumerate() {
+            let v = self.step(r);
+            if r.overrun() {
+                return j;
+            }
+            *o = v;
+        }
+        out.len()
+    }
 }
 
 struct VConst(f64);
@@ -1426,6 +1543,12 @@ impl ValueDec for VConst {
     #[inline(always)]
     fn step(&mut self, _r: &mut BitReader<'_>) -> f64 {
         self.0
+    }
+
+    #[inline(always)]
+    fn fill(&mut self, _r: &mut BitReader<'_>, out: &mut [f64]) -> usize {
+        out.fill(self.0);
+        out.len()
     }
 }
 
@@ -1465,96 +1588,96 @@ impl<C: ResDec> ValueDec for VInt<C> {
     }
 }
 
+/// Decodes one sample after timestamp `t` (the per-sample path of the bulk loop).
+#[inline(always)]
+fn bulk_one<T: TimeDec, V: ValueDec>(
+    td: &mut T,
+    vd: &mut V,
+    r: &mut BitReader<'_>,
+    t: i64,
+) -> Result<(i64, f64), &'static str> {
+    let nt = td.step(r, t);
+    if nt <= t {
+        return Err("timestamps not increasing");
+    }
+    let nv = vd.step(r);
+    if r.overrun() {
+        return Err("bit stream ends early");
+    }
+    Ok((nt, nv))
+}
+
 impl SampleIter<'_> {
     /// Decodes every remaining sample, appending timestamps to `ts` and values to `vs`
     /// (the same samples `next` would return, in one tight loop per coding: the fast way
     /// to read whole chunks). Returns the number of samples appended; corrupt data ends
     /// the decoding early as it ends iteration (see [`err`](SampleIter::err)).
     pub fn decode_into(&mut self, ts: &mut Vec<i64>, vs: &mut Vec<f64>) -> usize {
-        let start = ts.len();
-        if self.idx == 0 {
-            match self.next() {
-                Some((t, v)) => {
-                    ts.push(t);
-                    vs.push(v);
-                }
-                None => return 0,
-            }
+        let left = usize::from(self.count.saturating_sub(self.idx));
+        if left == 0 {
+            self.check_end();
+            return 0;
         }
-        if self.idx < self.count {
-            let left = usize::from(self.count - self.idx);
-            ts.reserve(left);
-            vs.reserve(left);
-            self.bulk_time(ts, vs);
-        } else {
+        let start = ts.len();
+        ts.resize(start + left, 0);
+        vs.resize(start + left, 0.0);
+        let mut done = 0;
+        if self.idx == 0 {
+            (ts[start], vs[start]) = self.first_sample();
+            done = 1;
+        }
+        if done < left {
+            done += self.bulk_time(&mut ts[start + done..], &mut vs[start + done..]);
+        }
+        ts.truncate(start + done);
+        vs.truncate(start + done);
+        if self.err.is_none() {
             self.check_end();
         }
-        ts.len() - start
+        done
     }
 
-    fn bulk_time(&mut self, ts: &mut Vec<i64>, vs: &mut Vec<f64>) {
-        if self.idx == 1 {
-            // the second sample's delta is the first delta, whatever the coding
-            self.bulk_value(
-                TRegular {
-                    delta1: self.delta1,
-                },
-                ts,
-                vs,
-                1,
-            );
-            if self.err.is_some() {
-                return;
-            }
-            if self.idx >= self.count {
-                self.check_end();
-                return;
-            }
-        }
+    /// Decodes samples `idx >= 1` into `ot` / `ov` (as many as remain); returns how many.
+    fn bulk_time(&mut self, ot: &mut [i64], ov: &mut [f64]) -> usize {
         match (self.time, self.ts_coder) {
             (TimeEncoding::Regular, _) => self.bulk_value(
                 TRegular {
                     delta1: self.delta1,
                 },
-                ts,
-                vs,
-                u16::MAX,
+                ot,
+                ov,
             ),
             (TimeEncoding::Delta { .. }, ResCoder::Rice(c)) => self.bulk_value(
                 TDelta {
                     delta1: self.delta1,
                     c,
                 },
-                ts,
-                vs,
-                u16::MAX,
+                ot,
+                ov,
             ),
             (TimeEncoding::Delta { .. }, ResCoder::Sparse(c)) => self.bulk_value(
                 TDelta {
                     delta1: self.delta1,
                     c,
                 },
-                ts,
-                vs,
-                u16::MAX,
+                ot,
+                ov,
             ),
             (TimeEncoding::DeltaOfDelta { .. }, ResCoder::Rice(c)) => self.bulk_value(
                 TDod {
                     delta: self.delta,
                     c,
                 },
-                ts,
-                vs,
-                u16::MAX,
+                ot,
+                ov,
             ),
             (TimeEncoding::DeltaOfDelta { .. }, ResCoder::Sparse(c)) => self.bulk_value(
                 TDod {
                     delta: self.delta,
                     c,
                 },
-                ts,
-                vs,
-                u16::MAX,
+                ot,
+                ov,
             ),
             (TimeEncoding::Grid { .. }, ResCoder::Rice(c)) => {
                 let grid = self.grid_point();
@@ -1564,9 +1687,8 @@ impl SampleIter<'_> {
                         delta1: self.delta1,
                         c,
                     },
-                    ts,
-                    vs,
-                    u16::MAX,
+                    ot,
+                    ov,
                 )
             }
             (TimeEncoding::Grid { .. }, ResCoder::Sparse(c)) => {
@@ -1577,32 +1699,31 @@ impl SampleIter<'_> {
                         delta1: self.delta1,
                         c,
                     },
-                    ts,
-                    vs,
-                    u16::MAX,
+                    ot,
+                    ov,
                 )
             }
         }
-        if self.err.is_none() {
-            self.check_end();
-        }
     }
 
-    /// The grid point `t0 + idx * delta1` of the next sample.
+    /// The grid point `t0 + i * delta1` of the first sample whose timestamp is coded as a
+    /// grid offset (`i = idx`, at least 2: the second sample's is the first delta).
     fn grid_point(&self) -> i64 {
         self.t0
-            .wrapping_add(i64::from(self.idx).wrapping_mul(self.delta1))
+            .wrapping_add(i64::from(self.idx.max(2)).wrapping_mul(self.delta1))
     }
 
-    fn bulk_value<T: TimeDec>(&mut self, td: T, ts: &mut Vec<i64>, vs: &mut Vec<f64>, max: u16) {
+    fn bulk_value<T: TimeDec>(&mut self, td: T, ot: &mut [i64], ov: &mut [f64]) -> usize {
         match self.value {
             ValueEncoding::Const => {
                 let v = VConst(self.v);
-                self.bulk(td, v, ts, vs, max);
+                self.bulk(td, v, ot, ov).1
             }
             ValueEncoding::Xor => {
                 let v = VXor(self.xor);
-                self.xor = self.bulk(td, v, ts, vs, max).0;
+                let (v, n) = self.bulk(td, v, ot, ov);
+                self.xor = v.0;
+                n
             }
             ValueEncoding::Int {
                 decimals,
@@ -1619,8 +1740,9 @@ impl SampleIter<'_> {
                         delta_of_delta,
                         no_bits,
                     };
-                    let v = self.bulk(td, v, ts, vs, max);
+                    let (v, k) = self.bulk(td, v, ot, ov);
                     (self.n, self.d, self.v_coder) = (v.n, v.d, ResCoder::Rice(v.c));
+                    k
                 }
                 ResCoder::Sparse(c) => {
                     let v = VInt {
@@ -1631,61 +1753,108 @@ impl SampleIter<'_> {
                         delta_of_delta,
                         no_bits,
                     };
-                    let v = self.bulk(td, v, ts, vs, max);
+                    let (v, k) = self.bulk(td, v, ot, ov);
                     (self.n, self.d, self.v_coder) = (v.n, v.d, ResCoder::Sparse(v.c));
+                    k
                 }
             },
         }
     }
 
-    /// The loop: at most `max` samples (all remaining with `u16::MAX`). Leaves `t`, `v`, `idx`
-    /// as `next` would; returns the value decoder (its state), the timestamp state is only
-    /// needed for the second sample, which is decoded alone.
+    /// The loop over samples `idx >= 1`, into `ot` / `ov` (at most their length). Runs of
+    /// timestamps that take no bits (zero residuals of a run-length coded stream, regular
+    /// chunks) are filled without reading bits, their values decoded in a loop of their own.
+    /// Leaves `t`, `v`, `idx` (and the error) as `next` would; returns the value decoder (its
+    /// state) and the number of samples decoded. The timestamp state is not kept: it is only
+    /// needed for the second sample, which is decoded here without it.
     #[inline(always)]
     fn bulk<T: TimeDec, V: ValueDec>(
         &mut self,
         mut td: T,
         mut vd: V,
-        ts: &mut Vec<i64>,
-        vs: &mut Vec<f64>,
-        max: u16,
-    ) -> V {
+        ot: &mut [i64],
+        ov: &mut [f64],
+    ) -> (V, usize) {
         let mut r = self.r.clone();
         let mut t = self.t;
         let mut v = self.v;
-        let n = usize::from(self.count.saturating_sub(self.idx).min(max));
-        let base = ts.len();
-        ts.resize(base + n, 0);
-        vs.resize(base + n, 0.0);
-        let mut done = 0usize;
+        let n = ot.len().min(ov.len());
+        let mut i = 0usize;
         let mut bad = None;
-        for (ot, ov) in ts[base..].iter_mut().zip(vs[base..].iter_mut()) {
-            let nt = td.step(&mut r, t);
-            if nt <= t {
-                bad = Some("timestamps not increasing");
-                break;
+        if self.idx == 1 && n > 0 {
+            // the second sample's delta is the first delta, whatever the coding
+            let mut first = TRegular {
+                delta1: self.delta1,
+            };
+            match bulk_one(&mut first, &mut vd, &mut r, t) {
+                Ok((nt, nv)) => {
+                    (t, v) = (nt, nv);
+                    (ot[0], ov[0]) = (t, v);
+                    i = 1;
+                }
+                Err(e) => bad = Some(e),
             }
-            let nv = vd.step(&mut r);
-            if r.overrun() {
-                bad = Some("bit stream ends early");
-                break;
-            }
-            t = nt;
-            v = nv;
-            *ot = t;
-            *ov = v;
-            done += 1;
         }
-        ts.truncate(base + done);
-        vs.truncate(base + done);
+        while bad.is_none() && i < n {
+            let run = td.run();
+            if run == 0 {
+                match bulk_one(&mut td, &mut vd, &mut r, t) {
+                    Ok((nt, nv)) => {
+                        (t, v) = (nt, nv);
+                        (ot[i], ov[i]) = (t, v);
+                        i += 1;
+                    }
+                    Err(e) => bad = Some(e),
+                }
+                continue;
+            }
+            let len = (n - i).min(run as usize);
+            let (first, step) = td.run_start(t);
+            let last = i64::try_from(len - 1)
+                .ok()
+                .and_then(|k| k.checked_mul(step))
+                .and_then(|d| first.checked_add(d));
+            if first > t && (len == 1 || step > 0) && last.is_some() {
+                // the run's timestamps increase: fill them, then decode its values
+                let mut x = first;
+                for o in &mut ot[i..i + len] {
+                    *o = x;
+                    x = x.wrapping_add(step);
+                }
+                let got = vd.fill(&mut r, &mut ov[i..i + len]);
+                td.take_run(got as u32);
+                if got > 0 {
+                    (t, v) = (ot[i + got - 1], ov[i + got - 1]);
+                }
+                i += got;
+                if got < len {
+                    bad = Some("bit stream ends early");
+                }
+                continue;
+            }
+            // corrupt: sample by sample, failing where iteration fails
+            for _ in 0..len {
+                match bulk_one(&mut td, &mut vd, &mut r, t) {
+                    Ok((nt, nv)) => {
+                        (t, v) = (nt, nv);
+                        (ot[i], ov[i]) = (t, v);
+                        i += 1;
+                    }
+                    Err(e) => {
+                        bad = Some(e);
+                        break;
+                    }
+                }
+            }
+        }
         self.r = r;
         self.t = t;
         self.v = v;
-        self.idx += done as u16;
+        self.idx += i as u16;
         if let Some(reason) = bad {
             self.fail(reason);
         }
-        vd
+        (vd, i)
     }
 }
 
