@@ -50,6 +50,9 @@ pub enum Error {
     /// reference with the labels.
     #[error("unknown series reference {0}")]
     UnknownSeries(u64),
+    /// The head holds as many series as its references can address (2^32 / 16 per shard).
+    #[error("too many series in the head")]
+    TooManySeries,
     /// Another process holds the database's lock.
     #[error("{0} is locked by another process")]
     Locked(std::path::PathBuf),

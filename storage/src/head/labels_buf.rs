@@ -1,44 +1,43 @@
-//! A compact, immutable label set for head series: one heap block of
-//! `(uvarint len, name, uvarint len, value)` pairs in label order, about a third of the
-//! memory of a [`Labels`] (one allocation instead of two per label plus the vector).
+//! A compact, immutable label set for head series: one heap block of pointers to interned
+//! `(name, value)` pairs in label order.
+//!
+//! Series of one deployment share almost every label pair (metric names, `job`, `model_name`,
+//! `le`, ...; only `instance` differs between servers), so each pair is stored once by the
+//! head's postings index ([`super::postings`]) and a series holds 8 bytes per label instead of
+//! its strings. The pairs are reference counted, so a series handed to a querier keeps its
+//! labels readable without a lock, even after the head dropped it.
+
+use std::sync::Arc;
 
 use crate::labels::{Label, Labels};
-use crate::wal::record::put_uvarint;
 
-/// A label set packed into one allocation.
-#[derive(Clone, PartialEq, Eq)]
-pub struct CompactLabels(Box<[u8]>);
-
-fn uvarint(b: &[u8], i: &mut usize) -> usize {
-    let mut x = 0usize;
-    let mut shift = 0;
-    while let Some(&c) = b.get(*i) {
-        *i += 1;
-        x |= ((c & 0x7f) as usize) << shift;
-        if c < 0x80 {
-            break;
-        }
-        shift += 7;
-    }
-    x
+/// One interned label pair.
+#[derive(Debug, PartialEq, Eq)]
+pub struct LabelPair {
+    /// The label name (shared by the pairs with this name).
+    pub name: Arc<str>,
+    /// The label value.
+    pub value: Box<str>,
 }
 
+/// A label set as a list of interned pairs, in label (name) order.
+#[derive(Clone, PartialEq, Eq)]
+pub struct CompactLabels(Box<[Arc<LabelPair>]>);
+
 impl CompactLabels {
-    /// Packs `l`.
-    pub fn new(l: &Labels) -> Self {
-        let mut b = Vec::with_capacity(l.iter().map(|l| l.name.len() + l.value.len() + 2).sum());
-        for l in l {
-            put_uvarint(&mut b, l.name.len() as u64);
-            b.extend_from_slice(l.name.as_bytes());
-            put_uvarint(&mut b, l.value.len() as u64);
-            b.extend_from_slice(l.value.as_bytes());
-        }
-        CompactLabels(b.into_boxed_slice())
+    /// A label set of these interned pairs, which must be in label order.
+    pub(crate) fn from_pairs(pairs: Vec<Arc<LabelPair>>) -> Self {
+        CompactLabels(pairs.into_boxed_slice())
+    }
+
+    /// The interned pairs in order.
+    pub(crate) fn pairs(&self) -> &[Arc<LabelPair>] {
+        &self.0
     }
 
     /// The `(name, value)` pairs in order.
-    pub fn iter(&self) -> Iter<'_> {
-        Iter { b: &self.0, i: 0 }
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
+        self.0.iter().map(|p| (&*p.name, &*p.value))
     }
 
     /// The value of label `name`.
@@ -53,44 +52,16 @@ impl CompactLabels {
 
     /// Whether this is the label set `l`.
     pub fn eq_labels(&self, l: &Labels) -> bool {
-        let mut a = self.iter();
-        for x in l {
-            match a.next() {
-                Some((n, v)) if n == x.name && v == x.value => {}
-                _ => return false,
-            }
-        }
-        a.next().is_none()
+        self.0.len() == l.len()
+            && self
+                .iter()
+                .zip(l)
+                .all(|((n, v), x)| n == x.name && v == x.value)
     }
 
-    /// Heap bytes held.
+    /// Heap bytes held by this set (the pairs are shared and counted by the postings).
     pub fn heap_bytes(&self) -> usize {
-        self.0.len()
-    }
-}
-
-/// Iterates the pairs of a [`CompactLabels`].
-pub struct Iter<'a> {
-    b: &'a [u8],
-    i: usize,
-}
-
-impl<'a> Iterator for Iter<'a> {
-    type Item = (&'a str, &'a str);
-
-    fn next(&mut self) -> Option<(&'a str, &'a str)> {
-        if self.i >= self.b.len() {
-            return None;
-        }
-        let mut s = [""; 2];
-        for x in &mut s {
-            let n = uvarint(self.b, &mut self.i);
-            let end = (self.i + n).min(self.b.len());
-            // built from `String`s, so always UTF-8; an empty string would only hide a bug
-            *x = std::str::from_utf8(&self.b[self.i..end]).unwrap_or("");
-            self.i = end;
-        }
-        Some((s[0], s[1]))
+        self.0.len() * std::mem::size_of::<Arc<LabelPair>>()
     }
 }
 
@@ -98,19 +69,32 @@ impl<'a> Iterator for Iter<'a> {
 mod tests {
     use super::*;
 
+    fn intern(l: &Labels) -> CompactLabels {
+        CompactLabels::from_pairs(
+            l.iter()
+                .map(|x| {
+                    Arc::new(LabelPair {
+                        name: x.name.as_str().into(),
+                        value: x.value.as_str().into(),
+                    })
+                })
+                .collect(),
+        )
+    }
+
     #[test]
     fn packs_and_unpacks() {
         let long = "x".repeat(300);
         let l = Labels::from_pairs([("__name__", "vllm:a"), ("model", long.as_str()), ("z", "ü")]);
-        let c = CompactLabels::new(&l);
+        let c = intern(&l);
         assert_eq!(c.to_labels(), l);
         assert!(c.eq_labels(&l));
         assert!(!c.eq_labels(&l.with("z", "u")));
         assert!(!c.eq_labels(&l.without("z")));
+        assert!(!intern(&l.without("z")).eq_labels(&l));
         assert_eq!(c.get("model"), Some(long.as_str()));
         assert_eq!(c.get("nope"), None);
-        assert!(CompactLabels::new(&Labels::default())
-            .to_labels()
-            .is_empty());
+        assert_eq!(c.heap_bytes(), 3 * 8);
+        assert!(intern(&Labels::default()).to_labels().is_empty());
     }
 }

@@ -11,10 +11,11 @@
 
 pub mod arena;
 pub mod labels_buf;
+mod postings;
 
 pub(crate) use crate::chunk;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -26,6 +27,7 @@ use crate::matcher::Matcher;
 use crate::wal::RefSample;
 use chunk::{ChunkWriter, MAX_SAMPLES_PER_CHUNK};
 use labels_buf::CompactLabels;
+use postings::MemPostings;
 
 /// Number of shards of the series map.
 pub const SHARDS: usize = 16;
@@ -251,7 +253,8 @@ pub struct HeadStats {
 /// The in-memory head.
 pub struct Head {
     shards: Box<[RwLock<Shard>]>,
-    postings: RwLock<BTreeMap<String, BTreeMap<String, Vec<u64>>>>,
+    /// Taken before a shard's lock where both are held.
+    postings: RwLock<MemPostings>,
     min_valid: AtomicI64,
     min_time: AtomicI64,
     max_time: AtomicI64,
@@ -277,7 +280,7 @@ impl Head {
     pub fn new(chunk_range: i64, arena: Option<arena::ChunkArena>) -> Head {
         Head {
             shards: (0..SHARDS).map(|_| RwLock::new(Shard::default())).collect(),
-            postings: RwLock::new(BTreeMap::new()),
+            postings: RwLock::new(MemPostings::default()),
             min_valid: AtomicI64::new(i64::MIN),
             min_time: AtomicI64::new(i64::MAX),
             max_time: AtomicI64::new(i64::MIN),
@@ -338,28 +341,32 @@ impl Head {
         let h = labels.stable_hash();
         let si = (h as usize) % SHARDS;
         let r = {
+            let mut p = self.postings.write();
             let mut s = self.shards[si].write();
             if let Some(r) = s.find(h, labels) {
                 return Ok(r);
             }
             let slot = s.slots.len() as u64;
             let r = (slot << SHARD_BITS) | si as u64;
-            self.insert_locked(&mut s, r, h, labels.clone());
+            if r > u64::from(u32::MAX) {
+                return Err(Error::TooManySeries);
+            }
+            self.insert_locked(&mut p, &mut s, r, h, labels);
             r
         };
         self.unlogged.lock().push(r);
-        self.add_postings(labels, r);
         Ok(r)
     }
 
-    fn insert_locked(&self, s: &mut Shard, r: u64, h: u64, labels: Labels) {
+    /// Creates series `r` (which fits a `u32`) in shard `s` and the postings.
+    fn insert_locked(&self, p: &mut MemPostings, s: &mut Shard, r: u64, h: u64, labels: &Labels) {
         let slot = (r >> SHARD_BITS) as usize;
         if s.slots.len() <= slot {
             s.slots.resize(slot + 1, None);
         }
         s.slots[slot] = Some(Arc::new(MemSeries {
             r,
-            labels: CompactLabels::new(&labels),
+            labels: p.add(labels, r as u32),
             inner: Mutex::new(SeriesInner {
                 open: ChunkWriter::new(),
                 full: Vec::new(),
@@ -371,39 +378,23 @@ impl Head {
         self.stats.series_created.fetch_add(1, Ordering::Relaxed);
     }
 
-    fn add_postings(&self, labels: &Labels, r: u64) {
-        let mut p = self.postings.write();
-        for l in labels {
-            let list = p
-                .entry(l.name.clone())
-                .or_default()
-                .entry(l.value.clone())
-                .or_default();
-            if let Err(i) = list.binary_search(&r) {
-                list.insert(i, r);
-            }
-        }
-    }
-
     /// Creates a series with a given reference (WAL replay). Returns false when the reference
     /// does not fit the labels' shard or is taken by other labels (the record is skipped).
     pub fn create_with_ref(&self, r: u64, labels: Labels) -> bool {
         let h = labels.stable_hash();
         let si = (h as usize) % SHARDS;
-        if Self::shard_of(r) != si || r >> SHARD_BITS > u32::MAX as u64 {
+        if Self::shard_of(r) != si || r > u64::from(u32::MAX) {
             return false;
         }
-        {
-            let mut s = self.shards[si].write();
-            if let Some(m) = s.get(r) {
-                return m.labels.eq_labels(&labels);
-            }
-            if self.lookup_locked(&s, h, &labels).is_some() {
-                return false;
-            }
-            self.insert_locked(&mut s, r, h, labels.clone());
+        let mut p = self.postings.write();
+        let mut s = self.shards[si].write();
+        if let Some(m) = s.get(r) {
+            return m.labels.eq_labels(&labels);
         }
-        self.add_postings(&labels, r);
+        if self.lookup_locked(&s, h, &labels).is_some() {
+            return false;
+        }
+        self.insert_locked(&mut p, &mut s, r, h, &labels);
         true
     }
 
@@ -571,16 +562,12 @@ impl Head {
             let mut best: Option<Vec<u64>> = None;
             for m in ms.iter().filter(|m| !m.matches_empty()) {
                 let mut refs: Vec<u64> = Vec::new();
-                if let Some(vals) = p.get(&m.name) {
-                    if m.op == crate::matcher::MatchOp::Equal {
-                        if let Some(l) = vals.get(&m.value) {
-                            refs.extend_from_slice(l);
-                        }
-                    } else {
-                        for (v, l) in vals {
-                            if m.matches(v) {
-                                refs.extend_from_slice(l);
-                            }
+                if m.op == crate::matcher::MatchOp::Equal {
+                    refs.extend(p.get(&m.name, &m.value).iter().map(|&r| u64::from(r)));
+                } else {
+                    for (v, l) in p.values(&m.name) {
+                        if m.matches(v) {
+                            refs.extend(l.iter().map(|&r| u64::from(r)));
                         }
                     }
                 }
@@ -606,7 +593,7 @@ impl Head {
     /// Label names of series matching `ms` (all series when empty), sorted.
     pub fn label_names(&self, ms: &[Matcher]) -> Vec<String> {
         if ms.is_empty() {
-            return self.postings.read().keys().cloned().collect();
+            return self.postings.read().names().map(str::to_string).collect();
         }
         let mut names: Vec<String> = self
             .select(ms)
@@ -624,9 +611,9 @@ impl Head {
             return self
                 .postings
                 .read()
-                .get(name)
-                .map(|v| v.keys().cloned().collect())
-                .unwrap_or_default();
+                .values(name)
+                .map(|(v, _)| v.to_string())
+                .collect();
         }
         let mut vals: Vec<String> = self
             .select(ms)
@@ -712,19 +699,7 @@ impl Head {
         if !removed.is_empty() {
             let mut p = self.postings.write();
             for m in &removed {
-                for (name, value) in m.labels.iter() {
-                    if let Some(vals) = p.get_mut(name) {
-                        if let Some(list) = vals.get_mut(value) {
-                            list.retain(|&x| x != m.r);
-                            if list.is_empty() {
-                                vals.remove(value);
-                            }
-                        }
-                        if vals.is_empty() {
-                            p.remove(name);
-                        }
-                    }
-                }
+                p.remove(&m.labels, m.r as u32);
             }
             self.stats
                 .series_removed
@@ -791,19 +766,7 @@ impl Head {
                 s.slots.capacity() * 8 + s.by_hash.capacity() * 17 + s.collisions.len() * 64
             })
             .sum();
-        let postings: usize = self
-            .postings
-            .read()
-            .iter()
-            .map(|(k, vals)| {
-                k.len()
-                    + 48
-                    + vals
-                        .iter()
-                        .map(|(v, l)| v.len() + 72 + l.capacity() * 8)
-                        .sum::<usize>()
-            })
-            .sum();
+        let postings = self.postings.read().memory_bytes();
         series + shards + postings
     }
 
