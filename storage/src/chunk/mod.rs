@@ -434,20 +434,13 @@ impl Encoder {
 ///
 /// Samples are coded as they arrive, so the memory held is about the size of the finished
 /// chunk. Values start in the integer coding while they are whole numbers (or have few
-/// decimals) and the chunk is re-coded once as XOR when a value does not fit. Alongside, the
-/// writer prices the alternative codings, and [`finish`](ChunkWriter::finish) emits the
-/// smallest.
+/// decimals) and the chunk is re-coded once as XOR when a value does not fit.
+/// [`finish`](ChunkWriter::finish) decodes the chunk, prices the alternative codings over it
+/// and emits the smallest; [`snapshot`](ChunkWriter::snapshot) emits the chunk as coded (for
+/// readers of the open chunk). The writer keeps no pricing state: it is ~170 bytes inline.
 #[derive(Debug, Clone)]
 pub struct ChunkWriter {
     enc: Encoder,
-    ts_delta: StreamCost,
-    ts_dod: StreamCost,
-    ts_grid: StreamCost,
-    v_delta: StreamCost,
-    v_dod: StreamCost,
-    v_xor: XorState,
-    v_xor_bits: u32,
-    v_const: bool,
     exceptions: u8,
     max_abs_n: i64,
 }
@@ -467,14 +460,6 @@ impl ChunkWriter {
     fn with_value_encoding(value: ValueEncoding) -> Self {
         ChunkWriter {
             enc: Encoder::new(TimeEncoding::DeltaOfDelta { sparse: false }, value),
-            ts_delta: StreamCost::new(),
-            ts_dod: StreamCost::new(),
-            ts_grid: StreamCost::new(),
-            v_delta: StreamCost::new(),
-            v_dod: StreamCost::new(),
-            v_xor: XorState::default(),
-            v_xor_bits: 0,
-            v_const: true,
             exceptions: 0,
             max_abs_n: 0,
         }
@@ -556,43 +541,11 @@ impl ChunkWriter {
         *self = next;
     }
 
-    /// Codes one sample online and prices the alternatives. `n` is the scaled integer for the
-    /// integer coding (`None`: an exception).
+    /// Codes one sample online. `n` is the scaled integer for the integer coding (`None`: an
+    /// exception).
     #[inline]
     fn push(&mut self, t: i64, v: f64, n: Option<i64>) {
-        let idx = self.enc.count;
-        let bits = v.to_bits();
         let is_int = matches!(self.enc.value, ValueEncoding::Int { .. });
-        if idx >= 1 {
-            if idx >= 2 {
-                let delta = t.wrapping_sub(self.enc.t_last);
-                self.ts_delta
-                    .add(zigzag(delta.wrapping_sub(self.enc.delta1)));
-                self.ts_dod
-                    .add(zigzag(delta.wrapping_sub(self.enc.delta_prev)));
-                self.ts_grid
-                    .add(zigzag(grid_offset(t, self.enc.t0, idx, self.enc.delta1)));
-            }
-            self.v_const &= bits == self.enc.first_bits;
-            self.v_xor_bits = self
-                .v_xor_bits
-                .saturating_add(self.v_xor.encode(bits, &mut bitstream::BitCounter(0)));
-            if is_int {
-                match n {
-                    Some(n) => {
-                        let d = n.wrapping_sub(self.enc.n_prev);
-                        self.v_delta.add(zigzag(d));
-                        self.v_dod.add(zigzag(d.wrapping_sub(self.enc.d_prev)));
-                    }
-                    None => {
-                        self.v_delta.add_exception();
-                        self.v_dod.add_exception();
-                    }
-                }
-            }
-        } else {
-            self.v_xor = XorState::new(bits);
-        }
         if is_int && n.is_none() {
             self.exceptions = self.exceptions.saturating_add(1);
         }
@@ -655,12 +608,38 @@ impl ChunkWriter {
 
     /// The encoded chunk (header, body, crc32) in the smallest coding; self-delimiting.
     pub fn finish(&self) -> Vec<u8> {
-        let time = if self.enc.count <= 2 || self.ts_delta.all_zero() {
+        let (ts, vs) = self.decode_all();
+        let (time, value) = self.cheapest(&ts, &vs);
+        self.encode_from(&ts, &vs, time, value)
+    }
+
+    /// The encoded chunk as coded so far, without re-coding (cheap; for readers of the open
+    /// chunk). [`finish`](ChunkWriter::finish) is usually smaller.
+    pub fn snapshot(&self) -> Vec<u8> {
+        self.enc.to_bytes()
+    }
+
+    /// The samples so far, decoded in bulk.
+    fn decode_all(&self) -> (Vec<i64>, Vec<f64>) {
+        let n = self.len();
+        let (mut ts, mut vs) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        self.iter().decode_into(&mut ts, &mut vs);
+        (ts, vs)
+    }
+
+    /// The smallest coding of the samples `ts`, `vs` (this chunk's, decoded): every
+    /// timestamp and value coding is priced over the whole chunk at once (pricing while
+    /// appending would cost every open chunk ~140 bytes of trackers).
+    fn cheapest(&self, ts: &[i64], vs: &[f64]) -> (TimeEncoding, ValueEncoding) {
+        let (ts_delta, ts_dod, ts_grid) = time_costs(ts);
+        let first = vs.first().map_or(0, |v| v.to_bits());
+        let v_const = vs.iter().all(|v| v.to_bits() == first);
+        let time = if ts.len() <= 2 || ts_delta.all_zero() {
             TimeEncoding::Regular
         } else {
-            let (db, ds) = self.ts_delta.best();
-            let (ddb, dds) = self.ts_dod.best();
-            let (gb, gs) = self.ts_grid.best();
+            let (db, ds) = ts_delta.best();
+            let (ddb, dds) = ts_dod.best();
+            let (gb, gs) = ts_grid.best();
             if gb < db && gb < ddb {
                 TimeEncoding::Grid { sparse: gs }
             } else if db < ddb {
@@ -669,14 +648,15 @@ impl ChunkWriter {
                 TimeEncoding::DeltaOfDelta { sparse: dds }
             }
         };
-        let value = if self.v_const {
+        let value = if v_const {
             ValueEncoding::Const
         } else {
             match self.enc.value {
                 ValueEncoding::Int { decimals, .. } => {
-                    let (db, ds) = self.v_delta.best();
-                    let (ddb, dds) = self.v_dod.best();
-                    let (int_bits, int) = if self.v_dod.all_zero() {
+                    let (v_delta, v_dod, v_xor_bits) = int_costs(vs, decimals);
+                    let (db, ds) = v_delta.best();
+                    let (ddb, dds) = v_dod.best();
+                    let (int_bits, int) = if v_dod.all_zero() {
                         (
                             0,
                             ValueEncoding::Int {
@@ -707,7 +687,7 @@ impl ChunkWriter {
                             },
                         )
                     };
-                    if u64::from(self.v_xor_bits) < int_bits {
+                    if u64::from(v_xor_bits) < int_bits {
                         ValueEncoding::Xor
                     } else {
                         int
@@ -716,7 +696,7 @@ impl ChunkWriter {
                 other => other,
             }
         };
-        self.encode_as(time, value)
+        (time, value)
     }
 
     /// The encoded chunk in a chosen coding; `None` when `policy` is [`EncodePolicy::Int`] and
@@ -756,13 +736,25 @@ impl ChunkWriter {
         if time == self.enc.time && value == self.enc.value {
             return self.enc.to_bytes();
         }
+        let (ts, vs) = self.decode_all();
+        self.encode_from(&ts, &vs, time, value)
+    }
+
+    /// Codes this chunk's samples `ts`, `vs` (decoded) with the given codings.
+    fn encode_from(
+        &self,
+        ts: &[i64],
+        vs: &[f64],
+        time: TimeEncoding,
+        value: ValueEncoding,
+    ) -> Vec<u8> {
+        if time == self.enc.time && value == self.enc.value {
+            return self.enc.to_bytes();
+        }
         let mut e = Encoder::new(time, value);
         let k = decimals_of(value);
         let is_int = matches!(value, ValueEncoding::Int { .. });
-        // decode the open stream once, in bulk
-        let n = self.len();
-        let (mut ts, mut vs) = (Vec::with_capacity(n), Vec::with_capacity(n));
-        self.iter().decode_into(&mut ts, &mut vs);
+        let n = ts.len();
         let ns: Vec<Option<i64>> = if is_int {
             vs.iter().map(|&v| int::to_scaled(v, k)).collect()
         } else {
@@ -813,7 +805,7 @@ impl ChunkWriter {
                 }
             }
         }
-        for (i, (&t, &v)) in ts.iter().zip(&vs).enumerate() {
+        for (i, (&t, &v)) in ts.iter().zip(vs).enumerate() {
             e.push_ahead(t, v, scaled(i), &ts_ahead, &v_ahead);
         }
         e.to_bytes()
@@ -835,6 +827,55 @@ impl ChunkWriter {
     pub fn heap_bytes(&self) -> usize {
         self.enc.w.heap_bytes()
     }
+}
+
+/// Prices the timestamp residual streams of `ts`: deltas against the first delta, deltas of
+/// deltas, offsets from the grid (the residuals of samples 2..).
+fn time_costs(ts: &[i64]) -> (StreamCost, StreamCost, StreamCost) {
+    let (mut delta, mut dod, mut grid) = (StreamCost::new(), StreamCost::new(), StreamCost::new());
+    if let [t0, t1, ..] = *ts {
+        let delta1 = t1.wrapping_sub(t0);
+        let mut prev = delta1;
+        for (i, w) in ts.windows(2).enumerate().skip(1) {
+            let d = w[1].wrapping_sub(w[0]);
+            delta.add(zigzag(d.wrapping_sub(delta1)));
+            dod.add(zigzag(d.wrapping_sub(prev)));
+            let i = u16::try_from(i + 1).unwrap_or(u16::MAX);
+            grid.add(zigzag(grid_offset(w[1], t0, i, delta1)));
+            prev = d;
+        }
+    }
+    (delta, dod, grid)
+}
+
+/// Prices the value streams of `vs` for an integer coding with `k` decimals (values it cannot
+/// represent are exceptions): deltas, deltas of deltas, and the XOR coding's bits.
+fn int_costs(vs: &[f64], k: u8) -> (StreamCost, StreamCost, u32) {
+    let (mut delta, mut dod) = (StreamCost::new(), StreamCost::new());
+    let Some((&first, rest)) = vs.split_first() else {
+        return (delta, dod, 0);
+    };
+    let mut xor = XorState::new(first.to_bits());
+    let mut xor_bits = 0u32;
+    let (mut n_prev, mut d_prev) = (int::to_scaled(first, k).unwrap_or(0), 0i64);
+    for &v in rest {
+        let b = xor.encode(v.to_bits(), &mut bitstream::BitCounter(0));
+        xor_bits = xor_bits.saturating_add(b);
+        match int::to_scaled(v, k) {
+            Some(n) => {
+                let d = n.wrapping_sub(n_prev);
+                delta.add(zigzag(d));
+                dod.add(zigzag(d.wrapping_sub(d_prev)));
+                d_prev = d;
+                n_prev = n;
+            }
+            None => {
+                delta.add_exception();
+                dod.add_exception();
+            }
+        }
+    }
+    (delta, dod, xor_bits)
 }
 
 /// How many values an integer-coded chunk may hold as raw exceptions before it turns to XOR.

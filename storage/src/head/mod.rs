@@ -736,7 +736,7 @@ impl Head {
     }
 
     /// The chunks of series `m` overlapping `[mint, maxt]`, oldest first; the open chunk is
-    /// encoded.
+    /// encoded as coded so far ([`ChunkWriter::snapshot`]: no re-coding for a read).
     pub fn series_chunks(&self, m: &MemSeries, mint: i64, maxt: i64) -> Vec<HeadChunk> {
         let g = m.inner.lock();
         let mut out: Vec<HeadChunk> = g
@@ -749,7 +749,7 @@ impl Head {
             out.push(HeadChunk {
                 min_time: g.open.min_time(),
                 max_time: g.open.max_time(),
-                data: ChunkData::Mem(g.open.finish().into()),
+                data: ChunkData::Mem(g.open.snapshot().into()),
             });
         }
         out
