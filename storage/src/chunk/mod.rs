@@ -1564,15 +1564,17 @@ trait ValueDec {
     fn step(&mut self, r: &mut BitReader<'_>) -> f64;
 
     /// Decodes values into `out` until it is full or the stream overruns; returns how many
-    /// were decoded (the value that overran not counted; the reader is left after it).
+    /// were decoded (the value that overran not counted; the reader is left after it) and
+    /// sets `last` to the last one.
     #[inline(always)]
-    fn fill(&mut self, r: &mut BitReader<'_>, out: &mut [f64]) -> usize {
+    fn fill(&mut self, r: &mut BitReader<'_>, out: &mut [f64], last: &mut f64) -> usize {
         for (j, o) in out.iter_mut().enumerate() {
             let v = self.step(r);
             if r.overrun() {
                 return j;
             }
             *o = v;
+            *last = v;
         }
         out.len()
     }
@@ -1587,8 +1589,11 @@ impl ValueDec for VConst {
     }
 
     #[inline(always)]
-    fn fill(&mut self, _r: &mut BitReader<'_>, out: &mut [f64]) -> usize {
+    fn fill(&mut self, _r: &mut BitReader<'_>, out: &mut [f64], last: &mut f64) -> usize {
         out.fill(self.0);
+        if !out.is_empty() {
+            *last = self.0;
+        }
         out.len()
     }
 }
@@ -1654,6 +1659,17 @@ impl SampleIter<'_> {
     /// to read whole chunks). Returns the number of samples appended; corrupt data ends
     /// the decoding early as it ends iteration (see [`err`](SampleIter::err)).
     pub fn decode_into(&mut self, ts: &mut Vec<i64>, vs: &mut Vec<f64>) -> usize {
+        self.decode_into_with(ts, vs, true)
+    }
+
+    /// [`decode_into`](SampleIter::decode_into); `cpu_features: false` forces the loop
+    /// compiled for the baseline CPU (tests compare both).
+    fn decode_into_with(
+        &mut self,
+        ts: &mut Vec<i64>,
+        vs: &mut Vec<f64>,
+        cpu_features: bool,
+    ) -> usize {
         let left = usize::from(self.count.saturating_sub(self.idx));
         if left == 0 {
             self.check_end();
@@ -1668,7 +1684,12 @@ impl SampleIter<'_> {
             done = 1;
         }
         if done < left {
-            done += self.bulk_time(&mut ts[start + done..], &mut vs[start + done..]);
+            let (ot, ov) = (&mut ts[start + done..], &mut vs[start + done..]);
+            done += if cpu_features {
+                self.bulk_dispatch(ot, ov)
+            } else {
+                self.bulk_time(ot, ov)
+            };
         }
         ts.truncate(start + done);
         vs.truncate(start + done);
@@ -1678,7 +1699,33 @@ impl SampleIter<'_> {
         done
     }
 
+    /// [`bulk_time`](SampleIter::bulk_time), compiled for CPUs with `lzcnt` and BMI2 when this
+    /// one has them (x86-64): the Rice and XOR decoders' bit scans and shifts are on the
+    /// critical path, and `lzcnt` takes 1 cycle where the baseline `bsr` takes 3-4.
+    fn bulk_dispatch(&mut self, ot: &mut [i64], ov: &mut [f64]) -> usize {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("lzcnt")
+                && std::arch::is_x86_feature_detected!("bmi1")
+                && std::arch::is_x86_feature_detected!("bmi2")
+            {
+                // SAFETY: the CPU supports every feature `bulk_time_lzcnt` is compiled for
+                // (checked just above), which is the only requirement of calling it.
+                return unsafe { self.bulk_time_lzcnt(ot, ov) };
+            }
+        }
+        self.bulk_time(ot, ov)
+    }
+
+    /// [`bulk_time`](SampleIter::bulk_time) with `lzcnt`, BMI1 and BMI2 instructions.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "lzcnt,bmi1,bmi2")]
+    fn bulk_time_lzcnt(&mut self, ot: &mut [i64], ov: &mut [f64]) -> usize {
+        self.bulk_time(ot, ov)
+    }
+
     /// Decodes samples `idx >= 1` into `ot` / `ov` (as many as remain); returns how many.
+    #[inline(always)]
     fn bulk_time(&mut self, ot: &mut [i64], ov: &mut [f64]) -> usize {
         match (self.time, self.ts_coder) {
             (TimeEncoding::Regular, _) => self.bulk_value(
@@ -1754,6 +1801,7 @@ impl SampleIter<'_> {
             .wrapping_add(i64::from(self.idx.max(2)).wrapping_mul(self.delta1))
     }
 
+    #[inline(always)]
     fn bulk_value<T: TimeDec>(&mut self, td: T, ot: &mut [i64], ov: &mut [f64]) -> usize {
         match self.value {
             ValueEncoding::Const => {
@@ -1862,10 +1910,11 @@ impl SampleIter<'_> {
                     *o = x;
                     x = x.wrapping_add(step);
                 }
-                let got = vd.fill(&mut r, &mut ov[i..i + len]);
+                let got = vd.fill(&mut r, &mut ov[i..i + len], &mut v);
                 td.take_run(got as u32);
                 if got > 0 {
-                    (t, v) = (ot[i + got - 1], ov[i + got - 1]);
+                    // no overflow: checked above for the whole run
+                    t = first.wrapping_add((got as i64 - 1).wrapping_mul(step));
                 }
                 i += got;
                 if got < len {
@@ -2039,6 +2088,71 @@ mod tests {
         let got: Vec<_> = w.iter().collect();
         assert_eq!(got, vec![(10, 1.0), (11, 4.0)]);
         assert_eq!(w.last(), Some((11, 4.0)));
+    }
+
+    /// The bulk loop compiled for the baseline CPU and the one with `lzcnt` / BMI2 (used
+    /// where the CPU has them) decode alike, damaged chunks included.
+    #[test]
+    fn bulk_loops_for_both_cpu_levels_agree() {
+        let mut chunks = Vec::new();
+        let mut w = ChunkWriter::new();
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rnd = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for shape in 0..12u64 {
+            w = ChunkWriter::new();
+            let mut t = 1_796_198_400_000i64;
+            let mut n = 1000i64;
+            for i in 0..120u64 {
+                t += 15_000
+                    + if rnd() % 8 == 0 {
+                        (rnd() % 300) as i64
+                    } else {
+                        0
+                    };
+                n += (rnd() % (1 << (shape * 4 % 40))) as i64;
+                let v = match shape % 4 {
+                    0 => n as f64,
+                    1 => n as f64 / 1000.0,
+                    2 => f64::from_bits(rnd()),
+                    _ => (i / 30) as f64,
+                };
+                w.append(t, v);
+            }
+            for p in [EncodePolicy::Auto, EncodePolicy::Xor, EncodePolicy::Int] {
+                chunks.extend(w.finish_with(p));
+            }
+        }
+        let mut damaged = Vec::new();
+        for c in &chunks {
+            for _ in 0..20 {
+                let mut d = c.clone();
+                let i = (rnd() as usize) % d.len();
+                d[i] ^= (rnd() % 255 + 1) as u8;
+                d.truncate(d.len() - (rnd() as usize) % 8);
+                damaged.push(d);
+            }
+        }
+        assert!(!w.is_empty());
+        for c in chunks.iter().chain(&damaged) {
+            let (Ok(mut a), Ok(mut b)) = (decode_unverified(c), decode_unverified(c)) else {
+                continue;
+            };
+            let (mut ta, mut va, mut tb, mut vb) = (vec![], vec![], vec![], vec![]);
+            let na = a.decode_into_with(&mut ta, &mut va, true);
+            let nb = b.decode_into_with(&mut tb, &mut vb, false);
+            assert_eq!((na, &ta), (nb, &tb));
+            let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&va), bits(&vb));
+            assert_eq!(
+                a.err().map(|e| e.to_string()),
+                b.err().map(|e| e.to_string())
+            );
+        }
     }
 
     #[test]

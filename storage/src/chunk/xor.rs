@@ -58,7 +58,7 @@ impl XorState {
     }
 
     /// Decodes the next value's bits. Corrupt input yields some value and possibly an overrun.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn decode(&mut self, r: &mut BitReader<'_>) -> u64 {
         let p = r.peek();
         if p >> 63 == 0 {
