@@ -2,42 +2,15 @@
 //! evaluates, as an instant and as a range query, over an hour of vLLM-like data made from the
 //! captured `/metrics` pages; instant results equal the range results at the same time.
 
+mod common;
+
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 use inferdb_query::storage::MemStorage;
 use inferdb_query::{Engine, EngineOptions, Value};
 use inferdb_storage::Labels;
 
-fn shared(p: &str) -> Option<String> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared")
-        .join(p);
-    std::fs::read_to_string(p).ok()
-}
-
-/// Grafana's substitution (regex variables match everything, the SLO variables are `le`s).
-fn substitute(q: &str) -> String {
-    let mut s = q
-        .replace("$__rate_interval", "1m")
-        .replace("$__range", "1h")
-        .replace("$__interval", "15s")
-        .replace("\"$ttft_slo\"", "\"0.5\"")
-        .replace("\"$tpot_slo\"", "\"0.1\"");
-    let mut out = String::with_capacity(s.len());
-    while let Some(i) = s.find('$') {
-        let (head, tail) = s.split_at(i);
-        let name_len = tail[1..]
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .unwrap_or(tail.len() - 1);
-        let regex = head.ends_with("=~\"") || head.ends_with("!~\"");
-        out.push_str(head);
-        out.push_str(if regex { ".*" } else { "x" });
-        s = tail[1 + name_len..].to_string();
-    }
-    out.push_str(&s);
-    out
-}
+use common::{dashboard_expressions, shared, substitute};
 
 /// Parses a text-format page into `(labels, value)` (enough of the format for the fixtures).
 fn parse_page(page: &str) -> Vec<(Labels, f64)> {
@@ -141,13 +114,7 @@ fn dashboard_queries_evaluate() {
     let mut n = 0;
     let mut non_empty = 0;
     let mut failures = Vec::new();
-    for line in text.lines() {
-        if line.starts_with("# ==== TEMPLATE VARIABLES ====") {
-            break;
-        }
-        if line.starts_with('#') || line.trim().is_empty() {
-            continue;
-        }
+    for line in dashboard_expressions(&text) {
         n += 1;
         let q = substitute(line);
         let inst = match engine.instant(&db, &q, end) {

@@ -2,39 +2,13 @@
 //! with Grafana's variables substituted, parses, prints and re-parses to the same AST; the
 //! selectors of the template-variable queries parse as `match[]` selectors.
 
-use std::path::PathBuf;
+mod common;
 
+use common::{dashboard_expressions, shared, substitute};
 use inferdb_query::parser::{parse, parse_matchers};
 
 fn fixture() -> Option<String> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/fixtures/vllm/dashboard-queries.txt");
-    std::fs::read_to_string(p).ok()
-}
-
-/// Grafana's substitution: intervals become durations, `$var` inside a regex matcher matches
-/// everything, inside an equality matcher a concrete value (the SLO variables are `le` values).
-fn substitute(q: &str) -> String {
-    let mut s = q
-        .replace("$__rate_interval", "1m")
-        .replace("$__range", "1h")
-        .replace("$__interval", "15s")
-        .replace("\"$ttft_slo\"", "\"0.5\"")
-        .replace("\"$tpot_slo\"", "\"0.1\"");
-    // Remaining variables: `=~"$x"` -> `=~".*"`, `="$x"` -> `="x"`.
-    let mut out = String::with_capacity(s.len());
-    while let Some(i) = s.find('$') {
-        let (head, tail) = s.split_at(i);
-        let name_len = tail[1..]
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .unwrap_or(tail.len() - 1);
-        let regex = head.ends_with("=~\"") || head.ends_with("!~\"");
-        out.push_str(head);
-        out.push_str(if regex { ".*" } else { "x" });
-        s = tail[1 + name_len..].to_string();
-    }
-    out.push_str(&s);
-    out
+    shared("fixtures/vllm/dashboard-queries.txt")
 }
 
 #[test]
@@ -45,13 +19,7 @@ fn dashboard_queries_parse_and_round_trip() {
     };
     let mut n = 0;
     let mut failures = Vec::new();
-    for line in text.lines() {
-        if line.starts_with("# ==== TEMPLATE VARIABLES ====") {
-            break;
-        }
-        if line.starts_with('#') || line.trim().is_empty() {
-            continue;
-        }
+    for line in dashboard_expressions(&text) {
         let q = substitute(line);
         n += 1;
         match parse(&q) {

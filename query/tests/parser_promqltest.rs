@@ -2,29 +2,15 @@
 //! failure), prints, and re-parses to the same AST. Cases expected to fail at parse time
 //! fail with the expected message.
 
+mod common;
+
 use std::path::PathBuf;
 
+use common::{promqltest_dir, PROMQLTEST_CORE as CORE};
 use inferdb_query::parser::parse;
 
-const CORE: &[&str] = &[
-    "aggregators",
-    "at_modifier",
-    "collision",
-    "functions",
-    "histograms",
-    "limit",
-    "literals",
-    "name_label_dropping",
-    "operators",
-    "range_queries",
-    "selectors",
-    "staleness",
-    "subquery",
-    "trig_functions",
-];
-
 fn suite_dir() -> Option<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/promqltest");
+    let dir = promqltest_dir();
     dir.is_dir().then_some(dir)
 }
 

@@ -11,6 +11,8 @@
 //! As Prometheus' own runner does, every instant query is also run as a range query around
 //! its time, and again with `@ <time>` added to its selectors at other evaluation times.
 
+mod common;
+
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
@@ -20,22 +22,7 @@ use inferdb_query::{Engine, EngineOptions, QueryError, QueryResult, Value};
 use inferdb_storage::{stale_nan, Labels};
 use regex::Regex;
 
-const CORE: [&str; 14] = [
-    "aggregators",
-    "at_modifier",
-    "collision",
-    "functions",
-    "histograms",
-    "limit",
-    "literals",
-    "name_label_dropping",
-    "operators",
-    "range_queries",
-    "selectors",
-    "staleness",
-    "subquery",
-    "trig_functions",
-];
+use common::{promqltest_dir, PROMQLTEST_CORE as CORE};
 
 // ---------------------------------------------------------------- series notation
 
@@ -1107,11 +1094,7 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let verbose = args.iter().any(|a| a == "--verbose")
         || std::env::var("PROMQLTEST_VERBOSE").is_ok_and(|v| v == "1");
-    let dir = std::env::var("INFERDB_PROMQLTEST_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/promqltest")
-        });
+    let dir = promqltest_dir();
     let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let skip_text =
         std::fs::read_to_string(manifest.join("tests/promqltest-skip.txt")).unwrap_or_default();
