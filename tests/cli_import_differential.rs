@@ -3,7 +3,7 @@
 //! dashboards use) go into Prometheus 2.42 through `promtool tsdb create-blocks-from
 //! openmetrics` and into inferdb through `inferdb import openmetrics`; both servers then answer
 //! the same instant and range queries (the vLLM dashboard's queries and per-family queries)
-//! through their HTTP APIs, compared by `common_diff::compare`.
+//! through their HTTP APIs, compared by `common::diff::compare`.
 //!
 //! Sizes: 8 servers x 1440 scrapes (60 s interval), 744 series, 1,071,360 samples, 171 MB of
 //! OpenMetrics text. On the loaded 2-core machine in a debug build the test took 124 s: the
@@ -21,16 +21,16 @@
 //! Without `prometheus`/`promtool` on PATH the test is skipped with a message, unless
 //! `CI=true`, where it fails.
 
-mod common_diff;
+mod common;
 #[path = "../examples/gen_openmetrics.rs"]
 #[allow(dead_code)]
 mod gen_openmetrics;
 
 use std::io::Write as _;
-use std::path::Path;
 use std::time::Instant;
 
-use common_diff::{compare, secs, short, Client};
+use common::diff::{compare_queries, dashboard_queries, Tally};
+use common::{secs, Client};
 use gen_openmetrics::{generate, GenOptions};
 
 /// The first scrape (2026-12-01T00:00:00Z) in ms; samples sit 7 ms after it.
@@ -59,48 +59,6 @@ const FAMILIES: [&str; 16] = [
     "process_cpu_seconds",
     "process_resident_memory_bytes",
 ];
-
-fn substitute_dashboard(q: &str) -> Option<String> {
-    let s = q
-        .replace("$job", "vllm")
-        .replace("$model_name", ".*")
-        .replace("$instance", ".*")
-        // Grafana's $__rate_interval is four scrape intervals
-        .replace("$__rate_interval", "4m")
-        .replace("$__interval", "1m")
-        .replace("$__range", "1h")
-        .replace("$ttft_slo", "0.5")
-        .replace("$tpot_slo", "0.1");
-    (!s.contains('$')).then_some(s)
-}
-
-fn dashboard_queries() -> Vec<String> {
-    let path =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/vllm/dashboard-queries.txt");
-    let Ok(text) = std::fs::read_to_string(&path) else {
-        eprintln!(
-            "note: {} not found; dashboard queries skipped",
-            path.display()
-        );
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    for line in text.lines() {
-        if line.starts_with("# ==== TEMPLATE VARIABLES") {
-            break;
-        }
-        let l = line.trim();
-        if l.is_empty() || l.starts_with('#') {
-            continue;
-        }
-        if let Some(q) = substitute_dashboard(l) {
-            if !out.contains(&q) {
-                out.push(q);
-            }
-        }
-    }
-    out
-}
 
 /// Queries per family, by its type.
 fn family_queries(families: &[(String, String, Vec<String>)]) -> Vec<String> {
@@ -157,7 +115,7 @@ fn family_queries(families: &[(String, String, Vec<String>)]) -> Vec<String> {
 
 #[test]
 fn imported_24h_of_8_servers_answers_like_prometheus() {
-    if !common_diff::require_prometheus("the import differential test") {
+    if !common::require_prometheus("the import differential test") {
         return;
     }
     let t_start = Instant::now();
@@ -184,10 +142,10 @@ fn imported_24h_of_8_servers_answers_like_prometheus() {
     assert_eq!(gen.families.len(), FAMILIES.len() + 1, "{:?}", gen.families);
 
     let pdata = dir.path().join("prom");
-    common_diff::promtool_create_blocks(&om, &pdata);
+    common::promtool_create_blocks(&om, &pdata);
     let t_promtool = t_start.elapsed();
     let idata = dir.path().join("inferdb");
-    let out = common_diff::inferdb_import(&om, &idata);
+    let out = common::inferdb_import(&om, &idata);
     assert!(
         out.contains(&format!("{} samples", gen.samples)),
         "import summary: {out}"
@@ -196,12 +154,13 @@ fn imported_24h_of_8_servers_answers_like_prometheus() {
     std::fs::remove_file(&om).unwrap();
 
     let client = Client::new();
-    let (_prom, pbase) = common_diff::start_prometheus(dir.path(), &pdata, &client);
-    let (_idb, ibase) = common_diff::start_inferdb(dir.path(), &idata, &client);
+    let (_prom, pbase) = common::start_prometheus(dir.path(), &pdata, &client);
+    let (_idb, ibase) = common::start_inferdb(dir.path(), &idata, &client);
 
     let mut queries = family_queries(&gen.families);
     let own = queries.len();
-    for d in dashboard_queries() {
+    // Grafana's $__rate_interval is four scrape intervals
+    for d in dashboard_queries("4m") {
         if !queries.contains(&d) {
             queries.push(d);
         }
@@ -240,44 +199,22 @@ fn imported_24h_of_8_servers_answers_like_prometheus() {
     let eval = |i: usize| T0 + (70 + (i as i64 * 97) % (HOURS * 60 - 80)) * minute + 37_000;
     let range_start = T0 + 70 * minute + 37_000;
     let range_end = T0 + (HOURS * 60 - 3) * minute + 37_000;
-    let (mut total, mut matched, mut empty) = (0, 0, 0);
-    let mut mismatches = Vec::new();
-    for (i, q) in queries.iter().enumerate() {
-        let inst = [("query", q.clone()), ("time", secs(eval(i)))];
-        let step = if i % 2 == 0 { "600" } else { "780" };
-        let range = [
-            ("query", q.clone()),
-            ("start", secs(range_start)),
-            ("end", secs(range_end)),
-            ("step", step.to_string()),
-        ];
-        for (kind, path, form) in [
-            ("instant", "/api/v1/query", &inst[..]),
-            ("range", "/api/v1/query_range", &range[..]),
-        ] {
-            let a = client.post(&format!("{pbase}{path}"), form);
-            let b = client.post(&format!("{ibase}{path}"), form);
-            total += 1;
-            if a.1.contains("\"result\":[]") {
-                empty += 1;
-            }
-            match compare(q, kind == "range", &a, &b) {
-                Ok(()) => matched += 1,
-                Err(why) => mismatches.push(format!(
-                    "[{kind} {}] {q}\n  why: {why}\n  prometheus ({}): {}\n  inferdb ({}): {}",
-                    form[1..]
-                        .iter()
-                        .map(|(k, v)| format!("{k}={v}"))
-                        .collect::<Vec<_>>()
-                        .join(" "),
-                    a.0,
-                    short(&a.1),
-                    b.0,
-                    short(&b.1)
-                )),
-            }
-        }
-    }
+    let step = |i: usize| if i.is_multiple_of(2) { "600" } else { "780" };
+    let Tally {
+        total,
+        matched,
+        empty,
+        mismatches,
+        ..
+    } = compare_queries(
+        &client,
+        &pbase,
+        &ibase,
+        &queries,
+        eval,
+        (range_start, range_end),
+        step,
+    );
     let _ = writeln!(
         std::io::stderr(),
         "import differential: {} series, {} samples ({:.0} MB OpenMetrics, {SERVERS} servers x {HOURS} h every {STEP_S} s); \

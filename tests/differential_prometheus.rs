@@ -24,16 +24,16 @@
 //! Without `prometheus`/`promtool` on PATH the test is skipped with a message, unless `CI=true`,
 //! where it fails.
 
-use std::collections::BTreeMap;
+mod common;
+
 use std::fmt::Write as _;
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
 
+use common::diff::{compare, compare_queries, dashboard_queries, Tally};
+use common::{secs, short, Client, Proc};
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_inferdb");
 /// 2023-11-14T22:00:00Z, aligned to 2 h blocks.
 const T0: i64 = 1_699_999_200_000;
 const SCRAPE: i64 = 15_000;
@@ -128,10 +128,6 @@ fn rnd(a: u64, b: u64, c: u64) -> u64 {
     mix(mix(mix(a) ^ b) ^ c)
 }
 
-fn om_ts(t: i64) -> String {
-    format!("{}.{:03}", t.div_euclid(1000), t.rem_euclid(1000))
-}
-
 fn present(inst: &Inst, i: usize) -> bool {
     !matches!(inst.gap, Some((a, b)) if i >= a && i < b)
 }
@@ -147,7 +143,7 @@ fn base_labels(inst: &Inst, models: &[&str; 2]) -> String {
 /// `n` scrapes every 15 s from `t0` (ms) for the three servers, serving `models`.
 fn gen_openmetrics(t0: i64, n: usize, models: &[&str; 2]) -> String {
     let mut o = String::with_capacity(16 << 20);
-    let ts = |inst: &Inst, i: usize| om_ts(t0 + i as i64 * SCRAPE + inst.off_ms);
+    let ts = |inst: &Inst, i: usize| secs(t0 + i as i64 * SCRAPE + inst.off_ms);
     // up
     o.push_str("# TYPE up gauge\n");
     for (k, inst) in INSTS.iter().enumerate() {
@@ -300,134 +296,12 @@ fn gen_dcgm(o: &mut String, t0: i64, n: usize) {
                         4 => 100.0 + (r % 6_000) as f64 / 10.0,
                         _ => (30 + r % 50) as f64,
                     };
-                    let t = om_ts(t0 + i as i64 * SCRAPE + off);
+                    let t = secs(t0 + i as i64 * SCRAPE + off);
                     writeln!(o, "{name}{{{lbl}}} {v} {t}").unwrap();
                 }
             }
         }
     }
-}
-
-/// A child process killed when dropped.
-struct Proc {
-    child: Child,
-    name: &'static str,
-    log: PathBuf,
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Proc {
-    fn spawn(name: &'static str, cmd: &mut Command, log: PathBuf) -> Proc {
-        let f = std::fs::File::create(&log).unwrap();
-        let child = cmd
-            .stdout(Stdio::from(f.try_clone().unwrap()))
-            .stderr(Stdio::from(f))
-            .spawn()
-            .unwrap_or_else(|e| panic!("starting {name}: {e}"));
-        Proc { child, name, log }
-    }
-
-    fn wait_ready(&mut self, base: &str, client: &Client) {
-        let deadline = Instant::now() + Duration::from_secs(90);
-        while Instant::now() < deadline {
-            if let Ok(Some(st)) = self.child.try_wait() {
-                panic!(
-                    "{} exited with {st}:\n{}",
-                    self.name,
-                    std::fs::read_to_string(&self.log).unwrap_or_default()
-                );
-            }
-            if client.status(&format!("{base}/-/ready")) == Some(200) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        panic!(
-            "{} not ready within 90 s:\n{}",
-            self.name,
-            std::fs::read_to_string(&self.log).unwrap_or_default()
-        );
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A blocking HTTP client over reqwest.
-struct Client {
-    rt: tokio::runtime::Runtime,
-    http: reqwest::Client,
-}
-
-impl Client {
-    fn new() -> Client {
-        Client {
-            rt: tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap(),
-            http: reqwest::Client::builder()
-                .timeout(Duration::from_secs(30))
-                .build()
-                .unwrap(),
-        }
-    }
-
-    fn status(&self, url: &str) -> Option<u16> {
-        self.rt.block_on(async {
-            let r = self.http.get(url).send().await.ok()?;
-            Some(r.status().as_u16())
-        })
-    }
-
-    /// POSTs a form; (status, body).
-    fn post(&self, url: &str, form: &[(&str, String)]) -> (u16, String) {
-        let body = form_urlencoded::Serializer::new(String::new())
-            .extend_pairs(form.iter().map(|(k, v)| (*k, v.as_str())))
-            .finish();
-        self.send(
-            self.http
-                .post(url)
-                .header("Content-Type", "application/x-www-form-urlencoded")
-                .body(body),
-        )
-    }
-
-    fn send(&self, req: reqwest::RequestBuilder) -> (u16, String) {
-        self.rt.block_on(async {
-            match req.send().await {
-                Ok(r) => {
-                    let st = r.status().as_u16();
-                    (st, r.text().await.unwrap_or_default())
-                }
-                Err(e) => (0, format!("request failed: {e}")),
-            }
-        })
-    }
-}
-
-fn tools_present() -> bool {
-    let ok = |b: &str| {
-        Command::new(b)
-            .arg("--version")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .map(|s| s.success())
-            .unwrap_or(false)
-    };
-    ok("prometheus") && ok("promtool")
 }
 
 /// Both servers loaded with the same history; `None` when Prometheus is missing outside CI.
@@ -441,82 +315,19 @@ struct Pair {
 }
 
 fn setup(t0: i64, n: usize, models: &[&str; 2]) -> Option<Pair> {
-    if !tools_present() {
-        let msg = "prometheus and promtool (Debian package `prometheus`, 2.42) are not on PATH";
-        if std::env::var("CI").map(|v| v == "true").unwrap_or(false) {
-            panic!("{msg}: the differential test needs them on CI");
-        }
-        let _ = writeln!(std::io::stderr(), "SKIPPED differential test: {msg}");
+    if !common::require_prometheus("the differential test") {
         return None;
     }
     let dir = tempfile::tempdir().unwrap();
     let om = dir.path().join("history.om");
     std::fs::write(&om, gen_openmetrics(t0, n, models)).unwrap();
-
-    // Prometheus side
     let pdata = dir.path().join("prom");
-    std::fs::create_dir_all(&pdata).unwrap();
-    let out = Command::new("promtool")
-        .args(["tsdb", "create-blocks-from", "openmetrics"])
-        .arg(&om)
-        .arg(&pdata)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "promtool create-blocks-from failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let cfg = dir.path().join("prometheus.yml");
-    std::fs::write(
-        &cfg,
-        "global:\n  scrape_interval: 15s\n  evaluation_interval: 1m\nscrape_configs: []\n",
-    )
-    .unwrap();
-    let pport = free_port();
-    let prom_base = format!("http://127.0.0.1:{pport}");
-    let client = Client::new();
-    let mut prom = Proc::spawn(
-        "prometheus",
-        Command::new("prometheus")
-            .arg(format!("--storage.tsdb.path={}", pdata.display()))
-            .arg(format!("--web.listen-address=127.0.0.1:{pport}"))
-            .arg(format!("--config.file={}", cfg.display()))
-            .arg("--storage.tsdb.retention.time=100y")
-            .arg("--query.lookback-delta=5m"),
-        dir.path().join("prometheus.log"),
-    );
-
-    // inferdb side
+    common::promtool_create_blocks(&om, &pdata);
     let idata = dir.path().join("inferdb");
-    let out = Command::new(BIN)
-        .args(["import", "openmetrics", "--quiet", "--data-dir"])
-        .arg(&idata)
-        .arg(&om)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "inferdb import failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let iport = free_port();
-    let idb_base = format!("http://127.0.0.1:{iport}");
-    let mut idb = Proc::spawn(
-        "inferdb",
-        Command::new(BIN)
-            .arg("serve")
-            .arg("--data-dir")
-            .arg(&idata)
-            .arg("--web.listen-address")
-            .arg(format!("127.0.0.1:{iport}"))
-            .args(["--no-gpu", "--storage.tsdb.retention.time", "100y"]),
-        dir.path().join("inferdb.log"),
-    );
-    prom.wait_ready(&prom_base, &client);
-    idb.wait_ready(&idb_base, &client);
+    common::inferdb_import(&om, &idata);
+    let client = Client::new();
+    let (prom, prom_base) = common::start_prometheus(dir.path(), &pdata, &client);
+    let (idb, idb_base) = common::start_inferdb(dir.path(), &idata, &client);
     Some(Pair {
         _dir: dir,
         _prom: prom,
@@ -529,51 +340,6 @@ fn setup(t0: i64, n: usize, models: &[&str; 2]) -> Option<Pair> {
 
 // ---------------------------------------------------------------------------------------------
 // queries
-
-fn substitute_dashboard(q: &str) -> Option<String> {
-    let s = q
-        .replace("$job", "vllm")
-        .replace("$model_name", ".*")
-        .replace("$instance", ".*")
-        .replace("$__rate_interval", "1m")
-        .replace("$__interval", "1m")
-        .replace("$__range", "1h")
-        .replace("$ttft_slo", "0.5")
-        .replace("$tpot_slo", "0.1");
-    // variables this data has no value for
-    if s.contains('$') {
-        return None;
-    }
-    Some(s)
-}
-
-fn dashboard_queries() -> Vec<String> {
-    let path =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/vllm/dashboard-queries.txt");
-    let Ok(text) = std::fs::read_to_string(&path) else {
-        eprintln!(
-            "note: {} not found; dashboard queries skipped",
-            path.display()
-        );
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    for line in text.lines() {
-        if line.starts_with("# ==== TEMPLATE VARIABLES") {
-            break;
-        }
-        let l = line.trim();
-        if l.is_empty() || l.starts_with('#') {
-            continue;
-        }
-        if let Some(q) = substitute_dashboard(l) {
-            if !out.contains(&q) {
-                out.push(q);
-            }
-        }
-    }
-    out
-}
 
 fn own_queries() -> Vec<String> {
     let mut q: Vec<String> = Vec::new();
@@ -701,142 +467,10 @@ fn own_queries() -> Vec<String> {
     q
 }
 
-// ---------------------------------------------------------------------------------------------
-// comparison
-
-fn val_eq(a: &Value, b: &Value) -> bool {
-    let (Some(a), Some(b)) = (a.as_str(), b.as_str()) else {
-        return a == b;
-    };
-    if a == b {
-        return true;
-    }
-    let (Ok(x), Ok(y)) = (a.parse::<f64>(), b.parse::<f64>()) else {
-        return false;
-    };
-    if x.is_nan() && y.is_nan() {
-        return true;
-    }
-    if x.is_infinite() || y.is_infinite() {
-        return x == y;
-    }
-    let d = (x - y).abs();
-    // 1e-9 relative; an absolute 1e-12 for results that should be zero but carry rounding
-    // noise from a different summation order (e.g. deriv of a flat line)
-    d <= 1e-9 * x.abs().max(y.abs()) || d <= 1e-12
-}
-
-fn point_eq(a: &Value, b: &Value) -> bool {
-    match (a.as_array(), b.as_array()) {
-        (Some(a), Some(b)) if a.len() == 2 && b.len() == 2 => {
-            a[0].as_f64() == b[0].as_f64() && val_eq(&a[1], &b[1])
-        }
-        _ => false,
-    }
-}
-
-fn series_eq(a: &Value, b: &Value) -> bool {
-    if a["metric"] != b["metric"] {
-        return false;
-    }
-    if a.get("value").is_some() || b.get("value").is_some() {
-        return point_eq(&a["value"], &b["value"]);
-    }
-    match (a["values"].as_array(), b["values"].as_array()) {
-        (Some(x), Some(y)) => x.len() == y.len() && x.iter().zip(y).all(|(p, q)| point_eq(p, q)),
-        _ => a["values"] == b["values"],
-    }
-}
-
-fn key(s: &Value) -> String {
-    s["metric"].to_string()
-}
-
-/// Whether Prometheus defines the order of an instant vector result.
-fn ordered(q: &str) -> bool {
-    let q = q.trim_start();
-    q.starts_with("sort(") || q.starts_with("sort_desc(")
-}
-
-/// Compares two API answers; `Err(reason)` on a difference.
-fn compare(
-    query: &str,
-    is_range: bool,
-    a: &(u16, String),
-    b: &(u16, String),
-) -> Result<(), String> {
-    let pa: Value = serde_json::from_str(&a.1).map_err(|e| format!("prometheus body: {e}"))?;
-    let pb: Value = serde_json::from_str(&b.1).map_err(|e| format!("inferdb body: {e}"))?;
-    if pa["status"] != pb["status"] {
-        return Err("status differs".into());
-    }
-    if pa["status"] != "success" {
-        // both refuse the query; Prometheus 2 and 3 differ in status codes and messages
-        return Ok(());
-    }
-    let (da, db) = (&pa["data"], &pb["data"]);
-    if da["resultType"] != db["resultType"] {
-        return Err("resultType differs".into());
-    }
-    let (ra, rb) = (&da["result"], &db["result"]);
-    match (ra.as_array(), rb.as_array()) {
-        (Some(x), Some(y)) if da["resultType"] == "vector" || da["resultType"] == "matrix" => {
-            if x.len() != y.len() {
-                return Err(format!("{} vs {} series", x.len(), y.len()));
-            }
-            if !is_range && ordered(query) {
-                // order matters, but equal values may come in any order: compare values in order
-                // and the label sets as sets
-                for (p, q) in x.iter().zip(y) {
-                    if !val_eq(&p["value"][1], &q["value"][1]) {
-                        return Err("order or values differ".into());
-                    }
-                }
-            }
-            let mx: BTreeMap<String, &Value> = x.iter().map(|s| (key(s), s)).collect();
-            let my: BTreeMap<String, &Value> = y.iter().map(|s| (key(s), s)).collect();
-            if mx.len() != x.len() || my.len() != y.len() {
-                return Err("duplicate label sets".into());
-            }
-            for (k, s) in &mx {
-                match my.get(k) {
-                    None => return Err(format!("series {k} missing in inferdb")),
-                    Some(t) if !series_eq(s, t) => return Err(format!("series {k} differs")),
-                    _ => {}
-                }
-            }
-            Ok(())
-        }
-        _ => {
-            if point_eq(ra, rb) || ra == rb {
-                Ok(())
-            } else {
-                Err("scalar/string differs".into())
-            }
-        }
-    }
-}
-
-fn short(s: &str) -> String {
-    if s.len() > 1500 {
-        let mut end = 1500;
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
-        format!("{}... ({} bytes)", &s[..end], s.len())
-    } else {
-        s.to_string()
-    }
-}
-
 /// Evaluation times: 37 s past a minute, so no window edge meets a sample or a subquery step.
 fn eval_time(i: usize) -> i64 {
     let minutes = [72, 84, 95, 110, 130, 151, 177, 200, 238];
     T0 + minutes[i % minutes.len()] * 60_000 + 37_000
-}
-
-fn secs(t: i64) -> String {
-    format!("{}.{:03}", t / 1000, t % 1000)
 }
 
 #[test]
@@ -846,69 +480,26 @@ fn differential_against_prometheus() {
     };
     let mut queries = own_queries();
     let own = queries.len();
-    queries.extend(dashboard_queries());
+    queries.extend(dashboard_queries("1m"));
     eprintln!(
         "{own} own queries + {} vLLM dashboard queries",
         queries.len() - own
     );
     assert!(queries.len() >= 150);
 
-    let range_start = T0 + 70 * 60_000 + 37_000;
-    let range_end = T0 + 239 * 60_000 + 37_000;
-    let mut total = 0;
-    let mut matched = 0;
-    let mut both_errors = 0;
-    let mut empty = 0;
-    let mut mismatches = Vec::new();
-    for (i, q) in queries.iter().enumerate() {
-        let t = eval_time(i);
-        let inst = [("query", q.clone()), ("time", secs(t))];
-        let step = if i % 2 == 0 { "60" } else { "30" };
-        let range = [
-            ("query", q.clone()),
-            ("start", secs(range_start)),
-            ("end", secs(range_end)),
-            ("step", step.to_string()),
-        ];
-        for (kind, path, form) in [
-            ("instant", "/api/v1/query", &inst[..]),
-            ("range", "/api/v1/query_range", &range[..]),
-        ] {
-            let a = p.client.post(&format!("{}{path}", p.prom), form);
-            let b = p.client.post(&format!("{}{path}", p.idb), form);
-            total += 1;
-            if a.1.contains("\"status\":\"error\"") && b.1.contains("\"status\":\"error\"") {
-                both_errors += 1;
-                eprintln!(
-                    "refused by both: [{kind}] {q}\n  prometheus: {}\n  inferdb: {}",
-                    short(&a.1),
-                    short(&b.1)
-                );
-            }
-            if a.1.contains("\"result\":[]") {
-                empty += 1;
-            }
-            match compare(q, kind == "range", &a, &b) {
-                Ok(()) => matched += 1,
-                Err(why) => mismatches.push(format!(
-                    "[{kind} {}] {q}\n  why: {why}\n  prometheus ({}): {}\n  inferdb ({}): {}",
-                    form[1..]
-                        .iter()
-                        .map(|(k, v)| format!("{k}={v}"))
-                        .collect::<Vec<_>>()
-                        .join(" "),
-                    a.0,
-                    short(&a.1),
-                    b.0,
-                    short(&b.1)
-                )),
-            }
-        }
-    }
+    let range = (T0 + 70 * 60_000 + 37_000, T0 + 239 * 60_000 + 37_000);
+    let step = |i: usize| if i.is_multiple_of(2) { "60" } else { "30" };
+    let Tally {
+        total,
+        matched,
+        both_refused,
+        empty,
+        mismatches,
+    } = compare_queries(&p.client, &p.prom, &p.idb, &queries, eval_time, range, step);
     // straight to stderr, past the test harness' capture: the summary shows in CI logs
     let _ = writeln!(
         std::io::stderr(),
-        "differential: {total} queries, {matched} matched ({} distinct expressions, instant and range; {both_errors} refused by both, {empty} empty on Prometheus)",
+        "differential: {total} queries, {matched} matched ({} distinct expressions, instant and range; {both_refused} refused by both, {empty} empty on Prometheus)",
         queries.len()
     );
     // the comparison is not vacuous: most queries return data

@@ -17,208 +17,57 @@
 //! Without `prometheus` on PATH the Prometheus parts are skipped with a message, unless
 //! `CI=true`, where they fail.
 
-use std::collections::BTreeMap;
-use std::io::Write as _;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+mod common;
 
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{free_port, now_ms, secs, Client, Proc, BIN};
 use inferdb::remote::codec;
 use inferdb::remote::proto::{Label, Sample, TimeSeries, WriteRequest};
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_inferdb");
-
-/// A child process killed when dropped.
-struct Proc {
-    child: Child,
-    name: &'static str,
-    log: PathBuf,
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Proc {
-    fn spawn(name: &'static str, cmd: &mut Command, log: PathBuf) -> Proc {
-        let f = std::fs::File::create(&log).unwrap();
-        let child = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(f.try_clone().unwrap()))
-            .stderr(Stdio::from(f))
-            .spawn()
-            .unwrap_or_else(|e| panic!("starting {name}: {e}"));
-        Proc { child, name, log }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    fn wait_ready(&mut self, url: &str, client: &Client) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            if let Ok(Some(st)) = self.child.try_wait() {
-                panic!("{} exited with {st}:\n{}", self.name, self.log());
-            }
-            if client.get(url).0 == 200 {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        panic!("{} not ready within 30 s:\n{}", self.name, self.log());
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
-}
-
-/// A blocking HTTP client over reqwest.
-struct Client {
-    rt: tokio::runtime::Runtime,
-    http: reqwest::Client,
-}
-
-impl Client {
-    fn new() -> Client {
-        Client {
-            rt: tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap(),
-            http: reqwest::Client::builder()
-                .timeout(Duration::from_secs(20))
-                .build()
-                .unwrap(),
-        }
-    }
-
-    fn send(&self, req: reqwest::RequestBuilder) -> (u16, String, Vec<(String, String)>) {
-        self.rt.block_on(async {
-            match req.send().await {
-                Ok(r) => {
-                    let st = r.status().as_u16();
-                    let h = r
-                        .headers()
-                        .iter()
-                        .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("").to_string()))
-                        .collect();
-                    (st, r.text().await.unwrap_or_default(), h)
-                }
-                Err(e) => (0, format!("request failed: {e}"), vec![]),
-            }
-        })
-    }
-
-    fn get(&self, url: &str) -> (u16, String) {
-        let (s, b, _) = self.send(self.http.get(url));
-        (s, b)
-    }
-
-    /// POSTs a remote-write body as Prometheus does: (status, body, headers).
-    fn remote_write(&self, url: &str, body: Vec<u8>) -> (u16, String, Vec<(String, String)>) {
-        self.send(
-            self.http
-                .post(url)
-                .header("Content-Type", "application/x-protobuf")
-                .header("Content-Encoding", "snappy")
-                .header("X-Prometheus-Remote-Write-Version", "0.1.0")
-                .body(body),
-        )
-    }
-
-    fn query(&self, base: &str, form: &[(&str, String)]) -> Value {
-        let path = if form.iter().any(|(k, _)| *k == "step") {
-            "query_range"
-        } else {
-            "query"
-        };
-        let body = form_urlencoded::Serializer::new(String::new())
-            .extend_pairs(form.iter().map(|(k, v)| (*k, v.as_str())))
-            .finish();
-        let (st, text, _) = self.send(
-            self.http
-                .post(format!("{base}/api/v1/{path}"))
-                .header("Content-Type", "application/x-www-form-urlencoded")
-                .body(body),
-        );
-        assert_eq!(st, 200, "{base} {form:?}: {text}");
-        serde_json::from_str(&text).unwrap()
-    }
-}
-
+/// Whether `prometheus` runs; see `common::require_tools`.
 fn prometheus_present() -> bool {
-    let ok = Command::new("prometheus")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    if !ok {
-        let msg = "prometheus (Debian package `prometheus`, 2.42) is not on PATH";
-        if std::env::var("CI").map(|v| v == "true").unwrap_or(false) {
-            panic!("{msg}: the remote-write tests need it on CI");
-        }
-        let _ = writeln!(std::io::stderr(), "SKIPPED: {msg}");
-    }
-    ok
+    common::require_tools(&["prometheus"], "the remote-write receive test")
+}
+
+/// POSTs a remote-write body as Prometheus does: (status, body, headers).
+fn remote_write(c: &Client, url: &str, body: Vec<u8>) -> (u16, String, Vec<(String, String)>) {
+    c.send_with_headers(
+        c.http
+            .post(url)
+            .header("Content-Type", "application/x-protobuf")
+            .header("Content-Encoding", "snappy")
+            .header("X-Prometheus-Remote-Write-Version", "0.1.0")
+            .body(body),
+    )
+}
+
+/// An instant query, or a range query when `form` has a step.
+fn query(c: &Client, base: &str, form: &[(&str, String)]) -> Value {
+    let path = if form.iter().any(|(k, _)| *k == "step") {
+        "/api/v1/query_range"
+    } else {
+        "/api/v1/query"
+    };
+    c.query(base, path, form)
 }
 
 fn start_inferdb(dir: &Path, receiver: bool, client: &Client) -> (Proc, String) {
     std::fs::create_dir_all(dir).unwrap();
-    let port = free_port();
-    let mut cmd = Command::new(BIN);
-    cmd.arg("serve")
-        .arg("--data-dir")
-        .arg(dir.join("inferdb"))
-        .arg("--web.listen-address")
-        .arg(format!("127.0.0.1:{port}"))
-        .args(["--no-gpu", "--storage.tsdb.retention.time", "100y"]);
-    if receiver {
-        cmd.arg("--web.enable-remote-write-receiver");
-    }
-    let mut p = Proc::spawn("inferdb serve", &mut cmd, dir.join("inferdb.log"));
-    let base = format!("http://127.0.0.1:{port}");
-    p.wait_ready(&format!("{base}/-/ready"), client);
-    (p, base)
+    let extra: &[&str] = if receiver {
+        &["--web.enable-remote-write-receiver"]
+    } else {
+        &[]
+    };
+    common::start_inferdb_with(dir, &dir.join("inferdb"), extra, client)
 }
 
-fn start_prometheus(dir: &Path, yml: &str, extra: &[&str], client: &Client) -> (Proc, String) {
-    let port = free_port();
-    let cfg = dir.join("prometheus.yml");
-    std::fs::write(&cfg, yml).unwrap();
-    let mut p = Proc::spawn(
-        "prometheus",
-        Command::new("prometheus")
-            .arg(format!("--config.file={}", cfg.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.join("prom").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .args(extra),
-        dir.join("prometheus.log"),
-    );
-    let base = format!("http://127.0.0.1:{port}");
-    p.wait_ready(&format!("{base}/-/ready"), client);
-    (p, base)
+fn start_prometheus(dir: &Path, yml: &str, client: &Client) -> (Proc, String) {
+    common::start_prometheus_with(dir, yml, &dir.join("prom"), &[], client)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -304,21 +153,20 @@ fn compare_all(
     span_ms: i64,
     step_ms: i64,
 ) -> (Vec<String>, usize) {
-    let sec = |ms: i64| format!("{}.{:03}", ms.div_euclid(1000), ms.rem_euclid(1000));
     let mut diffs = Vec::new();
     let mut series = 0;
     for q in queries {
         let forms = [
-            vec![("query", q.to_string()), ("time", sec(t_ms))],
+            vec![("query", q.to_string()), ("time", secs(t_ms))],
             vec![
                 ("query", q.to_string()),
-                ("start", sec(t_ms - span_ms)),
-                ("end", sec(t_ms)),
-                ("step", sec(step_ms)),
+                ("start", secs(t_ms - span_ms)),
+                ("end", secs(t_ms)),
+                ("step", secs(step_ms)),
             ],
         ];
         for f in &forms {
-            let (ra, rb) = (c.query(a, f), c.query(b, f));
+            let (ra, rb) = (query(c, a, f), query(c, b, f));
             series += result_map(&ra).1.len();
             if let Some(d) = diff(q, &ra, &rb) {
                 diffs.push(d);
@@ -351,12 +199,10 @@ fn off_grid(around: i64, interval: i64, phases: &[i64]) -> i64 {
 
 /// Millisecond timestamps of every sample of `series` in `[t - range, t]` on a server.
 fn timestamps(c: &Client, base: &str, series: &str, range: &str, t: i64) -> Vec<i64> {
-    let v = c.query(
+    let v = query(
+        c,
         base,
-        &[
-            ("query", format!("{series}[{range}]")),
-            ("time", format!("{}.{:03}", t / 1000, t % 1000)),
-        ],
+        &[("query", format!("{series}[{range}]")), ("time", secs(t))],
     );
     let mut ts = Vec::new();
     for s in v["data"]["result"].as_array().into_iter().flatten() {
@@ -405,7 +251,7 @@ fn prometheus_remote_writes_into_inferdb() {
             ]),
             dir.path().join(format!("sim{seed}.log")),
         );
-        p.wait_ready(&format!("http://127.0.0.1:{port}/metrics"), &c);
+        p.wait_for(&format!("http://127.0.0.1:{port}/metrics"), &c);
         sims.push(p);
         targets.push(format!("'127.0.0.1:{port}'"));
     }
@@ -415,7 +261,7 @@ fn prometheus_remote_writes_into_inferdb() {
          remote_write:\n  - url: {idb}/api/v1/write\n    queue_config:\n      batch_send_deadline: 200ms\n      max_samples_per_send: 500\n    metadata_config:\n      send_interval: 1s\n",
         targets.join(", ")
     );
-    let (prom_proc, prom) = start_prometheus(dir.path(), &yml, &[], &c);
+    let (prom_proc, prom) = start_prometheus(dir.path(), &yml, &c);
 
     // ~12 scrapes of history
     let start = Instant::now();
@@ -506,7 +352,8 @@ fn receiver_refusals_and_off_switch() {
     let url = format!("{on}/api/v1/write");
     let t0 = now_ms() - 60_000;
     let count = |c: &Client| -> usize {
-        let v = c.query(
+        let v = query(
+            c,
             &on,
             &[
                 (
@@ -520,16 +367,16 @@ fn receiver_refusals_and_off_switch() {
     };
 
     // malformed bodies: 400 with the reason
-    let (st, body, _) = c.remote_write(&url, b"definitely not snappy".to_vec());
+    let (st, body, _) = remote_write(&c, &url, b"definitely not snappy".to_vec());
     assert_eq!(st, 400, "{body}");
     assert!(body.contains("snappy"), "{body}");
     let cut = write_body(vec![series("rw_good", &[("job", "x")], &[(t0, 1.0)])]);
-    let (st, body, _) = c.remote_write(&url, cut[..cut.len() / 2].to_vec());
+    let (st, body, _) = remote_write(&c, &url, cut[..cut.len() / 2].to_vec());
     assert_eq!(st, 400, "{body}");
     let garbage = snap::raw::Encoder::new()
         .compress_vec(&[0x0a, 0x09, 0x0a, 0x07])
         .unwrap();
-    let (st, body, _) = c.remote_write(&url, garbage);
+    let (st, body, _) = remote_write(&c, &url, garbage);
     assert_eq!(st, 400);
     assert!(body.contains("protobuf"), "{body}");
     // a good series beside an invalid one: nothing stored
@@ -554,7 +401,8 @@ fn receiver_refusals_and_off_switch() {
             exemplars: vec![],
         },
     ] {
-        let (st, body, _) = c.remote_write(
+        let (st, body, _) = remote_write(
+            &c,
             &url,
             write_body(vec![series("rw_good", &[("job", "x")], &[(t0, 1.0)]), bad]),
         );
@@ -564,7 +412,8 @@ fn receiver_refusals_and_off_switch() {
     assert_eq!(count(&c), 0);
 
     // a good request: 204, stored
-    let (st, body, _) = c.remote_write(
+    let (st, body, _) = remote_write(
+        &c,
         &url,
         write_body(vec![
             series("rw_good", &[("job", "x")], &[(t0, 1.0), (t0 + 1000, 2.0)]),
@@ -574,7 +423,8 @@ fn receiver_refusals_and_off_switch() {
     assert_eq!((st, body.as_str()), (204, ""));
     assert_eq!(count(&c), 3);
     // an out-of-order sample: 400 as Prometheus answers, the whole request rolled back
-    let (st, body, _) = c.remote_write(
+    let (st, body, _) = remote_write(
+        &c,
         &url,
         write_body(vec![
             series("rw_other", &[("job", "y")], &[(t0 + 1000, 6.0)]),
@@ -584,7 +434,8 @@ fn receiver_refusals_and_off_switch() {
     assert_eq!((st, body.as_str()), (400, "out of order sample\n"));
     assert_eq!(count(&c), 3);
     // a resend of stored samples is fine
-    let (st, _, _) = c.remote_write(
+    let (st, _, _) = remote_write(
+        &c,
         &url,
         write_body(vec![series(
             "rw_good",
@@ -602,7 +453,7 @@ fn receiver_refusals_and_off_switch() {
     // receiver off: what Prometheus 2.42 answers
     let (_off, off) = start_inferdb(&dir.path().join("off"), false, &c);
     let body = write_body(vec![series("rw_good", &[("job", "x")], &[(t0, 1.0)])]);
-    let ours = c.remote_write(&format!("{off}/api/v1/write"), body.clone());
+    let ours = remote_write(&c, &format!("{off}/api/v1/write"), body.clone());
     assert_eq!(ours.0, 404);
     assert_eq!(
         ours.1,
@@ -611,8 +462,8 @@ fn receiver_refusals_and_off_switch() {
     if prometheus_present() {
         let pdir = dir.path().join("prom");
         std::fs::create_dir_all(&pdir).unwrap();
-        let (_p, prom) = start_prometheus(&pdir, "scrape_configs: []\n", &[], &c);
-        let theirs = c.remote_write(&format!("{prom}/api/v1/write"), body);
+        let (_p, prom) = start_prometheus(&pdir, "scrape_configs: []\n", &c);
+        let theirs = remote_write(&c, &format!("{prom}/api/v1/write"), body);
         assert_eq!((ours.0, &ours.1), (theirs.0, &theirs.1));
         let ct = |h: &[(String, String)]| {
             h.iter()
@@ -682,14 +533,14 @@ fn prometheus_remote_reads_from_inferdb() {
             &pts(&|k| k as f64 * 1.37 * r),
         ));
     }
-    let (st, body, _) = c.remote_write(&format!("{idb}/api/v1/write"), write_body(all));
+    let (st, body, _) = remote_write(&c, &format!("{idb}/api/v1/write"), write_body(all));
     assert_eq!(st, 204, "{body}");
 
     let yml = format!(
         "global:\n  scrape_interval: 15s\nscrape_configs: []\n\
          remote_read:\n  - url: {idb}/api/v1/read\n    read_recent: true\n"
     );
-    let (_p, prom) = start_prometheus(dir.path(), &yml, &[], &c);
+    let (_p, prom) = start_prometheus(dir.path(), &yml, &c);
     let t = off_grid(end - 600_000, step, &[125, 250, 375]);
     let queries = [
         "vllm:num_requests_running",
