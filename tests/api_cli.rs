@@ -1,16 +1,17 @@
 //! The `inferdb` binary: `query` against a data folder and against `--url` give the same
 //! answer as the HTTP API; `serve --demo` scrapes the simulator and answers Grafana's calls.
 
+mod common;
+
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::{demo_command, free_port, BIN};
 use inferdb::api::{self, ApiConfig, ApiState, DbBackend, NoScrape};
 use inferdb_query::EngineOptions;
 use inferdb_storage::{Db, Labels, Options};
 use serde_json::Value;
-
-const BIN: &str = env!("CARGO_BIN_EXE_inferdb");
 
 fn write_data(dir: &std::path::Path) {
     let db = Db::open(
@@ -197,14 +198,6 @@ fn help_has_examples() {
     assert_eq!(code, 2, "{err}");
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn get_json(url: &str) -> Option<Value> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -226,20 +219,7 @@ fn serve_demo_scrapes_the_simulator() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let addr = format!("127.0.0.1:{port}");
-    let mut child = Command::new(BIN)
-        .args([
-            "serve",
-            "--demo",
-            "--demo.port",
-            "0",
-            "--demo.servers",
-            "2",
-            "--no-gpu",
-            "--web.listen-address",
-            &addr,
-            "--data-dir",
-        ])
-        .arg(dir.path())
+    let mut child = demo_command(dir.path(), port, 2)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

@@ -3,64 +3,33 @@
 //! engines or compile to huge programs. Each is answered (or refused) cleanly, with
 //! Prometheus' error JSON and status where refused, and the server keeps answering afterwards.
 
-use std::process::{Child, Command, Stdio};
+mod common;
+
 use std::time::{Duration, Instant};
 
+use common::{demo_command, free_port, Proc};
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_inferdb");
-
+/// `inferdb serve --demo` (two simulated servers), killed on drop.
 struct Server {
-    child: Child,
+    _proc: Proc,
     base: String,
-    _data: tempfile::TempDir,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    _dir: tempfile::TempDir,
 }
 
 fn start() -> Server {
-    let data = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let child = Command::new(BIN)
-        .args([
-            "serve",
-            "--demo",
-            "--demo.port",
-            "0",
-            "--demo.servers",
-            "2",
-            "--no-gpu",
-            "--web.listen-address",
-            &format!("127.0.0.1:{port}"),
-            "--data-dir",
-        ])
-        .arg(data.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "serve did not listen");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let mut proc = Proc::spawn(
+        "inferdb serve",
+        &mut demo_command(&dir.path().join("data"), port, 2),
+        dir.path().join("serve.log"),
+    );
+    proc.wait_listening(port);
     Server {
-        child,
+        _proc: proc,
         base: format!("http://127.0.0.1:{port}"),
-        _data: data,
+        _dir: dir,
     }
 }
 

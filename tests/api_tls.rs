@@ -8,13 +8,14 @@
 //! Without `openssl`/`promtool` on PATH the parts needing them are skipped with a message,
 //! unless `CI=true`, where they fail.
 
+mod common;
+
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
+use common::{demo_command, free_port, run_ok, Proc};
 use serde_json::Value;
-
-const BIN: &str = env!("CARGO_BIN_EXE_inferdb");
 
 fn on_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
@@ -40,39 +41,49 @@ fn have(tool: &str) -> bool {
 }
 
 fn openssl(dir: &Path, args: &[&str]) {
-    let out = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
+    run_ok(
+        &format!("openssl {args:?}"),
+        Command::new("openssl").args(args).current_dir(dir),
     );
+}
+
+/// A self-signed P-256 certificate valid for two days: `STEM.pem` and `STEM.key` in `dir`,
+/// subject `/CN=CN`, with `extra` arguments to `openssl req`.
+fn self_signed(dir: &Path, stem: &str, cn: &str, extra: &[&str]) {
+    let (key, pem, subj) = (
+        format!("{stem}.key"),
+        format!("{stem}.pem"),
+        format!("/CN={cn}"),
+    );
+    let mut args = vec![
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+        "-keyout",
+        &key,
+        "-out",
+        &pem,
+        "-days",
+        "2",
+        "-subj",
+        &subj,
+    ];
+    args.extend_from_slice(extra);
+    openssl(dir, &args);
 }
 
 /// A CA, a server certificate for 127.0.0.1/localhost and a client certificate, all signed by
 /// the CA: `ca.pem`, `server.pem`/`server.key`, `client.pem`/`client.key` in `dir`.
 fn make_certs(dir: &Path) {
-    openssl(
+    self_signed(
         dir,
+        "ca",
+        "inferdb test CA",
         &[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-keyout",
-            "ca.key",
-            "-out",
-            "ca.pem",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=inferdb test CA",
             "-addext",
             "basicConstraints=critical,CA:TRUE",
             "-addext",
@@ -130,75 +141,29 @@ fn make_certs(dir: &Path) {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// `inferdb serve` with a web configuration, killed on drop.
+/// `inferdb serve --demo` (one simulated server) with a web configuration, killed on drop.
 struct Server {
-    child: Child,
+    _proc: Proc,
     port: u16,
     _data: tempfile::TempDir,
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn spawn(web_config: &Path, stderr: Stdio) -> (Child, u16, tempfile::TempDir) {
+/// The serve command with `web_config`, on a fresh data folder and a free port.
+fn serve(web_config: &Path) -> (Command, u16, tempfile::TempDir) {
     let data = tempfile::tempdir().unwrap();
     let port = free_port();
-    let child = Command::new(BIN)
-        .args([
-            "serve",
-            "--demo",
-            "--demo.port",
-            "0",
-            "--demo.servers",
-            "1",
-            "--no-gpu",
-            "--web.listen-address",
-            &format!("127.0.0.1:{port}"),
-            "--data-dir",
-        ])
-        .arg(data.path())
-        .arg("--web.config.file")
-        .arg(web_config)
-        .stdout(Stdio::null())
-        .stderr(stderr)
-        .spawn()
-        .unwrap();
-    (child, port, data)
+    let mut cmd = demo_command(data.path(), port, 1);
+    cmd.arg("--web.config.file").arg(web_config);
+    (cmd, port, data)
 }
 
 /// Starts serve and waits until its port takes connections.
 fn start(web_config: &Path) -> Server {
-    let log = web_config.with_extension("log");
-    let (mut child, port, data) = spawn(
-        web_config,
-        Stdio::from(std::fs::File::create(&log).unwrap()),
-    );
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            break;
-        }
-        if let Ok(Some(st)) = child.try_wait() {
-            let err = std::fs::read_to_string(&log).unwrap_or_default();
-            panic!("serve exited with {st}: {err}");
-        }
-        assert!(Instant::now() < deadline, "serve did not listen");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let (mut cmd, port, data) = serve(web_config);
+    let mut proc = Proc::spawn("inferdb serve", &mut cmd, web_config.with_extension("log"));
+    proc.wait_listening(port);
     Server {
-        child,
+        _proc: proc,
         port,
         _data: data,
     }
@@ -370,26 +335,7 @@ fn https_with_basic_auth_reqwest_promtool_and_plain_http_refused() {
         // certificate not trusted
         let mut other = std::path::PathBuf::from("/etc/ssl/certs/ca-certificates.crt");
         if !other.exists() {
-            openssl(
-                dir.path(),
-                &[
-                    "req",
-                    "-x509",
-                    "-newkey",
-                    "ec",
-                    "-pkeyopt",
-                    "ec_paramgen_curve:P-256",
-                    "-nodes",
-                    "-keyout",
-                    "other.key",
-                    "-out",
-                    "other.pem",
-                    "-days",
-                    "2",
-                    "-subj",
-                    "/CN=other CA",
-                ],
-            );
+            self_signed(dir.path(), "other", "other CA", &[]);
             other = dir.path().join("other.pem");
         }
         let out = promtool(
@@ -457,7 +403,12 @@ fn settings_rustls_cannot_honour_stop_serve_with_a_message() {
             format!("tls_server_config:\n  cert_file: server.pem\n  key_file: server.key\n{extra}"),
         )
         .unwrap();
-        let (child, _, _data) = spawn(&web, Stdio::piped());
+        let (mut cmd, _, _data) = serve(&web);
+        let child = cmd
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
         let out = child.wait_with_output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{extra}: serve started");

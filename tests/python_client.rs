@@ -5,9 +5,12 @@
 //! Needs `python3` with `pip install prometheus-api-client`. Without it the test prints
 //! SKIPPED and passes, except under `CI=true`, where it fails saying what to install.
 
+mod common;
+
 use std::io::Write as _;
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
+
+use common::{free_port, inferdb_import, serve_command, Proc};
 
 const SCRIPT: &str = r#"
 import datetime, json, sys, time, urllib.parse, urllib.request
@@ -109,22 +112,6 @@ for method in ("GET", "POST"):
 print(f"prometheus-api-client: {checks} checks passed")
 "#;
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// OpenMetrics text: two models' token counters and running gauges every 15 s for an hour
 /// from `base` (seconds).
 fn history(base: i64) -> String {
@@ -175,7 +162,6 @@ fn prometheus_api_client_gets_the_apis_answers() {
         return;
     }
 
-    let bin = env!("CARGO_BIN_EXE_inferdb");
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     // an hour ending a minute ago, on whole minutes (inside any retention)
@@ -186,34 +172,14 @@ fn prometheus_api_client_gets_the_apis_answers() {
     let base = now / 60 * 60 - 3660;
     let om = dir.path().join("history.om");
     std::fs::write(&om, history(base)).unwrap();
-    let out = Command::new(bin)
-        .args(["import", "openmetrics", "-q", "--data-dir"])
-        .arg(&data)
-        .arg(&om)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "inferdb import: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    inferdb_import(&om, &data);
 
     let port = free_port();
     let addr = format!("127.0.0.1:{port}");
-    let server = Server(
-        Command::new(bin)
-            .args([
-                "serve",
-                "--no-gpu",
-                "--web.listen-address",
-                &addr,
-                "--data-dir",
-            ])
-            .arg(&data)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("starting inferdb serve"),
+    let server = Proc::spawn(
+        "inferdb serve",
+        &mut serve_command(&data, port),
+        dir.path().join("serve.log"),
     );
 
     let script = dir.path().join("client.py");
