@@ -290,6 +290,22 @@ impl Server {
             .unwrap();
         (r.status().as_u16(), r.text().await.unwrap())
     }
+
+    /// Asserts that a simple query (`1+1`) is answered with 200.
+    async fn assert_answers(&self) {
+        let (st, body) = self
+            .post("/api/v1/query", &[], &[("query", "1+1"), ("time", "4")])
+            .await;
+        assert_eq!(st, 200, "{body}");
+    }
+}
+
+/// The default API configuration with at most `n` queries at a time.
+fn with_concurrency(n: usize) -> ApiConfig {
+    ApiConfig {
+        max_concurrency: n,
+        ..ApiConfig::default()
+    }
 }
 
 fn parse(body: &str) -> Value {
@@ -728,20 +744,12 @@ async fn oversized_body_refused_and_server_stays_up() {
     assert_eq!(r.status().as_u16(), 413);
     let v = parse(&r.text().await.unwrap());
     assert_eq!(v["status"], "error");
-    assert_eq!(
-        s.post("/api/v1/query", &[], &[("query", "1+1"), ("time", "4")])
-            .await
-            .0,
-        200
-    );
+    s.assert_answers().await;
 }
 
 #[tokio::test]
 async fn timeout_answers_503_and_frees_the_slot() {
-    let cfg = ApiConfig {
-        max_concurrency: 1,
-        ..ApiConfig::default()
-    };
+    let cfg = with_concurrency(1);
     let s = start_with(cfg, Arc::new(NoScrape)).await;
     let r = s
         .post(
@@ -755,20 +763,12 @@ async fn timeout_answers_503_and_frees_the_slot() {
         (503, r#"{"status":"error","errorType":"timeout","error":"query timed out in expression evaluation"}"#.into())
     );
     // the single slot is free again once the canceled query stopped
-    assert_eq!(
-        s.post("/api/v1/query", &[], &[("query", "1+1"), ("time", "4")])
-            .await
-            .0,
-        200
-    );
+    s.assert_answers().await;
 }
 
 #[tokio::test]
 async fn concurrent_requests_queue_instead_of_failing() {
-    let cfg = ApiConfig {
-        max_concurrency: 2,
-        ..ApiConfig::default()
-    };
+    let cfg = with_concurrency(2);
     let s = Arc::new(start_with(cfg, Arc::new(NoScrape)).await);
     let mut tasks = Vec::new();
     for _ in 0..50 {

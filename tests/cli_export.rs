@@ -69,12 +69,22 @@ for f in sorted(files):
 print(json.dumps(out))
 "#;
 
+/// Whether python3 has pyarrow and duckdb; without them the caller skips, except on CI
+/// (which installs them in .ci/run), where a skip would hide the read-back check.
 fn python_ok() -> bool {
-    Command::new("python3")
+    let ok = Command::new("python3")
         .args(["-c", "import pyarrow, duckdb"])
         .output()
         .map(|o| o.status.success())
-        .unwrap_or(false)
+        .unwrap_or(false);
+    if !ok {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "python3 lacks pyarrow or duckdb on CI (pip install pyarrow duckdb)"
+        );
+        eprintln!("SKIP: python3 lacks pyarrow or duckdb (pip install pyarrow duckdb)");
+    }
+    ok
 }
 
 fn run_python(dir: &Path) -> serde_json::Value {
@@ -159,12 +169,6 @@ fn all_series() -> Vec<Vec<Matcher>> {
 #[test]
 fn parquet_reads_back_with_pyarrow_and_duckdb() {
     if !python_ok() {
-        // CI installs them (.ci/run); a skip there would hide the read-back check.
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "python3 lacks pyarrow or duckdb on CI (pip install pyarrow duckdb)"
-        );
-        eprintln!("SKIP: python3 lacks pyarrow or duckdb (pip install pyarrow duckdb)");
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -172,14 +176,7 @@ fn parquet_reads_back_with_pyarrow_and_duckdb() {
     let last = build_store(&data, tmp.path());
     // from inside the first block to inside the head, off the 15 s grid
     let (s, e) = (START + 3600 * 1000 + 7, last - 30_000 + 7);
-    let db = Db::open(
-        &data,
-        Options {
-            read_only: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let db = cli_util::open_read_only(&data);
     let mut o = ExportOptions::new(all_series(), s, e, tmp.path().join("out"));
     o.row_group_rows = 1000;
     let st = export(&db, &o).unwrap();
@@ -287,14 +284,7 @@ fn single_file_day_partitions_and_csv() {
     )
     .unwrap();
     let total: usize = exp.values().map(Vec::len).sum();
-    let db = Db::open(
-        &data,
-        Options {
-            read_only: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let db = cli_util::open_read_only(&data);
     let (s, e) = (i64::MIN / 4, i64::MAX / 4);
 
     // day partitions
@@ -362,25 +352,12 @@ fn single_file_day_partitions_and_csv() {
 fn export_memory_is_bounded_by_row_groups() {
     // Many small row groups: the sink flushes as it goes (checked through the file layout).
     if !python_ok() {
-        // CI installs them (.ci/run); a skip there would hide the read-back check.
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "python3 lacks pyarrow or duckdb on CI (pip install pyarrow duckdb)"
-        );
-        eprintln!("SKIP: python3 lacks pyarrow or duckdb (pip install pyarrow duckdb)");
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
     let last = build_store(&data, tmp.path());
-    let db = Db::open(
-        &data,
-        Options {
-            read_only: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let db = cli_util::open_read_only(&data);
     let sel = vec![inferdb_query::parser::parse_matchers(
         "vllm:e2e_request_latency_seconds_bucket{le=\"+Inf\"}",
     )

@@ -70,14 +70,7 @@ fn import_round_trips_into_aligned_blocks() {
         assert!(cli_util::same_bits(have, want), "series {l} differs");
     }
     // And through PromQL: the last value of each running gauge.
-    let db = Db::open(
-        &data,
-        Options {
-            read_only: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let db = cli_util::open_read_only(&data);
     let eng = inferdb_query::Engine::new(Default::default());
     let r = eng
         .instant(&db, "sum(vllm:num_requests_running)", end)

@@ -2,7 +2,9 @@
 //! `inferdb_storage::Db`, values read back exactly; a restart of the server shows up as a
 //! counter reset; a vanished series gets a staleness marker in the database.
 
+use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use inferdb::scrape::config::Config;
 use inferdb::scrape::exposition::{parse, Entry, Format};
@@ -20,19 +22,44 @@ fn select(db: &Db, ms: &[Matcher]) -> Vec<(inferdb_storage::Labels, Vec<(i64, f6
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn simulator_into_db_exact_values_and_restart() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Arc::new(
+/// A database in `dir` without background work.
+fn open_db(dir: &Path) -> Arc<Db> {
+    Arc::new(
         Db::open(
-            dir.path(),
+            dir,
             Options {
                 background: false,
                 ..Default::default()
             },
         )
         .unwrap(),
-    );
+    )
+}
+
+/// A scrape loop of job `job` (instance `x`, every `interval_s` with a `timeout_s` timeout)
+/// writing into `db`, fed pages by the test rather than over HTTP.
+fn page_loop(db: &Arc<Db>, job: &str, interval_s: u64, timeout_s: u64) -> ScrapeLoop {
+    let target = inferdb::scrape::target::Target {
+        job: job.into(),
+        url: "http://127.0.0.1:1/metrics".into(),
+        labels: inferdb_storage::Labels::from_pairs([("job", job), ("instance", "x")]),
+        discovered_labels: Default::default(),
+        interval: Duration::from_secs(interval_s),
+        timeout: Duration::from_secs(timeout_s),
+    };
+    ScrapeLoop::new(
+        target,
+        ScrapeOptions::default(),
+        reqwest::Client::new(),
+        Auth::None,
+        db.clone(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simulator_into_db_exact_values_and_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open_db(dir.path());
     let sim = Simulator::start("127.0.0.1", 0, SimOptions::default())
         .await
         .unwrap();
@@ -105,31 +132,8 @@ async fn simulator_into_db_exact_values_and_restart() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn staleness_marker_reaches_the_db() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Arc::new(
-        Db::open(
-            dir.path(),
-            Options {
-                background: false,
-                ..Default::default()
-            },
-        )
-        .unwrap(),
-    );
-    let target = inferdb::scrape::target::Target {
-        job: "j".into(),
-        url: "http://127.0.0.1:1/metrics".into(),
-        labels: inferdb_storage::Labels::from_pairs([("job", "j"), ("instance", "x")]),
-        discovered_labels: Default::default(),
-        interval: std::time::Duration::from_secs(1),
-        timeout: std::time::Duration::from_secs(1),
-    };
-    let mut lp = ScrapeLoop::new(
-        target,
-        ScrapeOptions::default(),
-        reqwest::Client::new(),
-        Auth::None,
-        db.clone(),
-    );
+    let db = open_db(dir.path());
+    let mut lp = page_loop(&db, "j", 1, 1);
     assert!(lp.scrape_page("a 1\nb 2\n", Format::PromText, 1000).up);
     let r = lp.scrape_page("a 2\n", Format::PromText, 2000);
     assert_eq!(r.stale_markers, 1);
@@ -142,31 +146,8 @@ async fn staleness_marker_reaches_the_db() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn counter_reset_from_a_restart_is_handled_by_rate() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Arc::new(
-        Db::open(
-            dir.path(),
-            Options {
-                background: false,
-                ..Default::default()
-            },
-        )
-        .unwrap(),
-    );
-    let target = inferdb::scrape::target::Target {
-        job: "vllm".into(),
-        url: "http://127.0.0.1:1/metrics".into(),
-        labels: inferdb_storage::Labels::from_pairs([("job", "vllm"), ("instance", "x")]),
-        discovered_labels: Default::default(),
-        interval: std::time::Duration::from_secs(15),
-        timeout: std::time::Duration::from_secs(10),
-    };
-    let mut lp = ScrapeLoop::new(
-        target,
-        ScrapeOptions::default(),
-        reqwest::Client::new(),
-        Auth::None,
-        db.clone(),
-    );
+    let db = open_db(dir.path());
+    let mut lp = page_loop(&db, "vllm", 15, 10);
     let t0 = 1_900_000_000_000i64;
     // 100, 200, restart, 50, 150: the reset-corrected increase is 250 over 45 s
     for (i, v) in [100.0, 200.0, 50.0, 150.0].iter().enumerate() {

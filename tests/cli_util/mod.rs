@@ -165,16 +165,21 @@ pub fn gen(start: i64, n: usize, step: i64, servers: usize) -> (String, Expected
     (out, exp)
 }
 
-/// Reads every series of the store in `dir` over `[mint, maxt]`.
-pub fn read_back(dir: &std::path::Path, mint: i64, maxt: i64) -> Expected {
-    let db = inferdb_storage::Db::open(
+/// The store in `dir`, opened read-only.
+pub fn open_read_only(dir: &std::path::Path) -> inferdb_storage::Db {
+    inferdb_storage::Db::open(
         dir,
         inferdb_storage::Options {
             read_only: true,
             ..Default::default()
         },
     )
-    .unwrap();
+    .unwrap()
+}
+
+/// Reads every series of the store in `dir` over `[mint, maxt]`.
+pub fn read_back(dir: &std::path::Path, mint: i64, maxt: i64) -> Expected {
+    let db = open_read_only(dir);
     let q = db.querier(mint, maxt).unwrap();
     let mut out = BTreeMap::new();
     for s in q.select(&[]).unwrap() {
