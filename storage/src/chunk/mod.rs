@@ -1607,24 +1607,34 @@ impl ValueDec for VXor {
     }
 }
 
-struct VInt<C> {
+/// The residual "decoder" of integer chunks without value bits: every residual is zero.
+#[derive(Clone, Copy)]
+struct NoBits;
+
+impl ResDec for NoBits {
+    #[inline(always)]
+    fn dec(&mut self, _r: &mut BitReader<'_>) -> u64 {
+        0
+    }
+}
+
+/// Scaled integers coded as deltas of deltas (`DOD`) or deltas.
+struct VInt<C, const DOD: bool> {
     c: C,
     n: i64,
     d: i64,
     decimals: u8,
-    delta_of_delta: bool,
-    no_bits: bool,
 }
 
-impl<C: ResDec> ValueDec for VInt<C> {
+impl<C: ResDec, const DOD: bool> ValueDec for VInt<C, DOD> {
     #[inline(always)]
     fn step(&mut self, r: &mut BitReader<'_>) -> f64 {
-        let z = if self.no_bits { 0 } else { self.c.dec(r) };
+        let z = self.c.dec(r);
         if z == EXCEPTION {
             return f64::from_bits(r.read_long(64));
         }
         let x = unzigzag(z);
-        if self.delta_of_delta {
+        if DOD {
             self.d = self.d.wrapping_add(x);
             self.n = self.n.wrapping_add(self.d);
         } else {
@@ -1819,34 +1829,41 @@ impl SampleIter<'_> {
                 delta_of_delta,
                 no_bits,
                 ..
-            } => match self.v_coder {
-                ResCoder::Rice(c) => {
-                    let v = VInt {
-                        c,
-                        n: self.n,
-                        d: self.d,
-                        decimals,
-                        delta_of_delta,
-                        no_bits,
-                    };
-                    let (v, k) = self.bulk(td, v, ot, ov);
-                    (self.n, self.d, self.v_coder) = (v.n, v.d, ResCoder::Rice(v.c));
-                    k
+            } => {
+                let (n, d) = (self.n, self.d);
+                macro_rules! int_loop {
+                    ($c:expr, $dod:literal, $wrap:expr) => {{
+                        let v = VInt::<_, $dod> {
+                            c: $c,
+                            n,
+                            d,
+                            decimals,
+                        };
+                        let (v, k) = self.bulk(td, v, ot, ov);
+                        (self.n, self.d) = (v.n, v.d);
+                        if let Some(c) = $wrap(v.c) {
+                            self.v_coder = c;
+                        }
+                        k
+                    }};
                 }
-                ResCoder::Sparse(c) => {
-                    let v = VInt {
-                        c,
-                        n: self.n,
-                        d: self.d,
-                        decimals,
-                        delta_of_delta,
-                        no_bits,
-                    };
-                    let (v, k) = self.bulk(td, v, ot, ov);
-                    (self.n, self.d, self.v_coder) = (v.n, v.d, ResCoder::Sparse(v.c));
-                    k
+                match (self.v_coder, no_bits, delta_of_delta) {
+                    // all residuals zero: deltas and deltas of deltas alike keep `n`
+                    (_, true, _) => int_loop!(NoBits, false, |_| None),
+                    (ResCoder::Rice(c), false, true) => {
+                        int_loop!(c, true, |c| Some(ResCoder::Rice(c)))
+                    }
+                    (ResCoder::Rice(c), false, false) => {
+                        int_loop!(c, false, |c| Some(ResCoder::Rice(c)))
+                    }
+                    (ResCoder::Sparse(c), false, true) => {
+                        int_loop!(c, true, |c| Some(ResCoder::Sparse(c)))
+                    }
+                    (ResCoder::Sparse(c), false, false) => {
+                        int_loop!(c, false, |c| Some(ResCoder::Sparse(c)))
+                    }
                 }
-            },
+            }
         }
     }
 
