@@ -9,6 +9,7 @@ pub mod api;
 pub mod cli;
 pub mod export;
 pub mod gpu;
+pub mod http_config;
 pub mod import;
 pub mod metrics;
 pub mod remote;

@@ -27,11 +27,13 @@
 //! have nothing to act on.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::http_config::{check_auth, resolve_secret_files};
+pub use crate::http_config::{Authorization, BasicAuth};
 use crate::scrape::config::{ConfigError, PromDuration};
 use crate::scrape::relabel::RelabelConfig;
 
@@ -71,35 +73,6 @@ pub struct RemoteWriteConfig {
     /// Accepted; inferdb stores no native histograms.
     #[serde(default)]
     pub send_native_histograms: Option<bool>,
-}
-
-/// `basic_auth:`.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct BasicAuth {
-    /// User name.
-    pub username: String,
-    /// Password given inline.
-    #[serde(default)]
-    pub password: Option<String>,
-    /// File holding the password (read at each (re)start of the queue; trailing newline cut).
-    #[serde(default)]
-    pub password_file: Option<PathBuf>,
-}
-
-/// `authorization:`.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Authorization {
-    /// The scheme (`Bearer`).
-    #[serde(default, rename = "type")]
-    pub typ: Option<String>,
-    /// The credentials inline.
-    #[serde(default)]
-    pub credentials: Option<String>,
-    /// File holding the credentials.
-    #[serde(default)]
-    pub credentials_file: Option<PathBuf>,
 }
 
 /// `queue_config:`.
@@ -198,38 +171,8 @@ impl RemoteWriteConfig {
                 return bad(format!("{k} is a reserved header. It must not be changed"));
             }
         }
-        if self.basic_auth.is_some() && self.authorization.is_some() {
-            return bad("at most one of basic_auth and authorization may be configured".into());
-        }
-        if let Some(b) = &mut self.basic_auth {
-            if b.password.is_some() && b.password_file.is_some() {
-                return bad("at most one of basic_auth password and password_file".into());
-            }
-            if let Some(p) = &mut b.password_file {
-                if p.is_relative() {
-                    *p = base.join(&*p);
-                }
-            }
-        }
-        if let Some(a) = &mut self.authorization {
-            if a.credentials.is_some() && a.credentials_file.is_some() {
-                return bad("at most one of authorization credentials and credentials_file".into());
-            }
-            if a.typ
-                .as_deref()
-                .is_some_and(|t| t.eq_ignore_ascii_case("basic"))
-            {
-                return bad(
-                    "authorization type cannot be set to \"basic\", use \"basic_auth\" instead"
-                        .into(),
-                );
-            }
-            if let Some(p) = &mut a.credentials_file {
-                if p.is_relative() {
-                    *p = base.join(&*p);
-                }
-            }
-        }
+        check_auth(self.basic_auth.as_ref(), self.authorization.as_ref()).or_else(bad)?;
+        resolve_secret_files(self.basic_auth.as_mut(), self.authorization.as_mut(), base);
         for r in &self.write_relabel_configs {
             r.validate().or_else(bad)?;
         }
@@ -263,7 +206,7 @@ impl RemoteWriteConfig {
         };
         let pw = match (&b.password, &b.password_file) {
             (Some(p), _) => p.clone(),
-            (None, Some(f)) => read_secret(f)?,
+            (None, Some(f)) => read_secret(Path::new(f))?,
             (None, None) => String::new(),
         };
         Ok(Some((b.username.clone(), pw)))
@@ -276,11 +219,10 @@ impl RemoteWriteConfig {
         };
         let cred = match (&a.credentials, &a.credentials_file) {
             (Some(c), _) => c.clone(),
-            (None, Some(f)) => read_secret(f)?,
+            (None, Some(f)) => read_secret(Path::new(f))?,
             (None, None) => String::new(),
         };
-        let typ = a.typ.clone().unwrap_or_else(|| "Bearer".into());
-        Ok(Some(format!("{typ} {cred}")))
+        Ok(Some(format!("{} {cred}", a.scheme())))
     }
 }
 
@@ -370,7 +312,7 @@ mod tests {
         assert_eq!(c[0].headers["X-Scope-OrgID"], "fleet");
         assert_eq!(
             c[0].basic_auth.as_ref().unwrap().password_file.as_deref(),
-            Some(Path::new("/etc/inferdb/pw"))
+            Some("/etc/inferdb/pw")
         );
         assert_eq!(c[0].write_relabel_configs.len(), 1);
         assert!(c[0].queue_config.retry_on_http_429);

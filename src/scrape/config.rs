@@ -13,6 +13,8 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer};
 
 use super::relabel::RelabelConfig;
+use crate::http_config::check_auth;
+pub use crate::http_config::{Authorization, BasicAuth, TlsConfig};
 
 /// A configuration error; the message names the field and line where serde_yaml knows them.
 #[derive(Debug, thiserror::Error)]
@@ -277,65 +279,6 @@ pub struct FileSdConfig {
     /// How often to re-read the files (5m).
     #[serde(default)]
     pub refresh_interval: Option<PromDuration>,
-}
-
-/// `basic_auth:`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct BasicAuth {
-    /// User name.
-    pub username: String,
-    /// Password.
-    #[serde(default)]
-    pub password: Option<String>,
-    /// File holding the password.
-    #[serde(default)]
-    pub password_file: Option<String>,
-}
-
-/// `authorization:`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Authorization {
-    /// Scheme (`Bearer`).
-    #[serde(default, rename = "type")]
-    pub kind: Option<String>,
-    /// The credentials.
-    #[serde(default)]
-    pub credentials: Option<String>,
-    /// File holding the credentials.
-    #[serde(default)]
-    pub credentials_file: Option<String>,
-}
-
-/// `tls_config:`.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TlsConfig {
-    /// CA certificate (PEM) to verify the server with.
-    #[serde(default)]
-    pub ca_file: Option<String>,
-    /// CA certificate inline.
-    #[serde(default)]
-    pub ca: Option<String>,
-    /// Client certificate (PEM).
-    #[serde(default)]
-    pub cert_file: Option<String>,
-    /// Client key (PEM).
-    #[serde(default)]
-    pub key_file: Option<String>,
-    /// Server name for SNI and verification.
-    #[serde(default)]
-    pub server_name: Option<String>,
-    /// Skip certificate verification.
-    #[serde(default)]
-    pub insecure_skip_verify: bool,
-    /// Accepted, unused.
-    #[serde(default)]
-    pub min_version: Option<String>,
-    /// Accepted, unused.
-    #[serde(default)]
-    pub max_version: Option<String>,
 }
 
 macro_rules! scrape_config {
@@ -659,12 +602,8 @@ impl Config {
                     sc.job_name, sc.scheme
                 )));
             }
-            if sc.basic_auth.is_some() && sc.authorization.is_some() {
-                return Err(ConfigError::Invalid(format!(
-                    "job {:?}: at most one of basic_auth, authorization must be configured",
-                    sc.job_name
-                )));
-            }
+            check_auth(sc.basic_auth.as_ref(), sc.authorization.as_ref())
+                .map_err(|e| ConfigError::Invalid(format!("job {:?}: {e}", sc.job_name)))?;
             for r in sc.relabel_configs.iter().chain(&sc.metric_relabel_configs) {
                 r.validate()
                     .map_err(|e| ConfigError::Invalid(format!("job {:?}: {e}", sc.job_name)))?;
@@ -782,6 +721,14 @@ scrape_configs:
             (
                 "scrape_configs: [{job_name: a, relabel_configs: [{action: hashmod, target_label: x}]}]",
                 "modulus",
+            ),
+            (
+                "scrape_configs: [{job_name: a, basic_auth: {username: u}, authorization: {credentials: c}}]",
+                "job \"a\": at most one of basic_auth and authorization",
+            ),
+            (
+                "scrape_configs: [{job_name: a, authorization: {type: basic, credentials: c}}]",
+                "use \"basic_auth\" instead",
             ),
         ] {
             let e = Config::parse(yaml).unwrap_err().to_string();

@@ -1130,7 +1130,7 @@ mod tests {
         bad.basic_auth = Some(crate::remote::config::BasicAuth {
             username: "u".into(),
             password: None,
-            password_file: Some(d.path().join("missing")),
+            password_file: Some(d.path().join("missing").to_string_lossy().into_owned()),
         });
         let errs = mgr.apply(vec![bad], &ext).await;
         assert_eq!(errs.len(), 1);
