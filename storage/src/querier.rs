@@ -195,6 +195,9 @@ impl Series {
     /// time order, each timestamp once: the fast way to read a whole series. Returns the number
     /// of samples appended; a corrupt chunk is an error (the samples before it stay appended).
     pub fn decode_into(&self, ts: &mut Vec<i64>, vs: &mut Vec<f64>) -> Result<usize> {
+        if !self.overlapping {
+            return self.decode_into_direct(ts, vs);
+        }
         let mut it = self.iter();
         let mut n = 0;
         while let Some((t, v)) = it.next_batch() {
@@ -206,6 +209,51 @@ impl Series {
             Some(e) => Err(e),
             None => Ok(n),
         }
+    }
+}
+
+impl Series {
+    /// [`decode_into`](Series::decode_into) for chunks that do not overlap: each chunk is
+    /// decoded straight into `ts` / `vs` (no copy through the iterator's buffers) and cut to
+    /// the range (and after the last sample kept) in place. Same samples and errors as
+    /// iterating.
+    fn decode_into_direct(&self, ts: &mut Vec<i64>, vs: &mut Vec<f64>) -> Result<usize> {
+        let start = ts.len();
+        let mut last: Option<i64> = None;
+        for c in &self.chunks {
+            if c.min_time > self.maxt {
+                break;
+            }
+            let bytes = match &c.src {
+                Src::Block(b, r) => b.chunk(*r)?,
+                Src::Head(h) => h.bytes(),
+            };
+            let mut it = chunk::decode(bytes)?;
+            let base = ts.len();
+            it.decode_into(ts, vs);
+            let from = last.map_or(self.mint, |l| self.mint.max(l.saturating_add(1)));
+            let got = &ts[base..];
+            let lo = got.partition_point(|&x| x < from);
+            let hi = got.partition_point(|&x| x <= self.maxt).max(lo);
+            // past the range: no later chunk matters
+            let past = hi < got.len();
+            ts.truncate(base + hi);
+            vs.truncate(base + hi);
+            if lo > 0 {
+                ts.drain(base..base + lo);
+                vs.drain(base..base + lo);
+            }
+            if ts.len() > base {
+                last = ts.last().copied();
+            }
+            if let Some(e) = it.err() {
+                return Err(relabel(e));
+            }
+            if past {
+                break;
+            }
+        }
+        Ok(ts.len() - start)
     }
 }
 

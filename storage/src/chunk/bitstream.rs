@@ -243,7 +243,19 @@ pub(crate) fn put_uvarint(out: &mut Vec<u8>, mut v: u64) {
 }
 
 /// Reads an unsigned LEB128 varint at `*pos`, advancing it. `None` on truncation or overflow.
+#[inline]
 pub(crate) fn get_uvarint(data: &[u8], pos: &mut usize) -> Option<u64> {
+    match data.get(*pos) {
+        Some(&b) if b < 0x80 => {
+            *pos += 1;
+            Some(u64::from(b))
+        }
+        _ => get_uvarint_long(data, pos),
+    }
+}
+
+/// [`get_uvarint`] for varints of two or more bytes (and errors).
+fn get_uvarint_long(data: &[u8], pos: &mut usize) -> Option<u64> {
     let mut v: u64 = 0;
     let mut shift = 0u32;
     loop {

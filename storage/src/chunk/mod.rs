@@ -907,6 +907,7 @@ struct Parsed {
     total: usize,
 }
 
+#[inline]
 fn parse_header(bytes: &[u8]) -> Result<Parsed, Error> {
     let b0 = *bytes.first().ok_or_else(|| corrupt(0, "empty chunk"))?;
     if b0 & KIND_RESERVED != 0 {
@@ -992,6 +993,7 @@ pub fn header(bytes: &[u8]) -> Result<ChunkHeader, Error> {
     })
 }
 
+#[inline]
 fn verify_crc(bytes: &[u8], p: &Parsed) -> Result<(), Error> {
     let (data, rest) = bytes.split_at(p.body_end.min(bytes.len()));
     let stored = rest
@@ -1011,6 +1013,7 @@ fn verify_crc(bytes: &[u8], p: &Parsed) -> Result<(), Error> {
 /// Opens the chunk at the start of `bytes` (which may extend past it) for iteration, after
 /// verifying header and checksum. Errors in the bit stream itself (only possible if the
 /// checksum matched by chance) end the iteration and are reported by [`SampleIter::err`].
+#[inline]
 pub fn decode(bytes: &[u8]) -> Result<SampleIter<'_>, Error> {
     let p = parse_header(bytes)?;
     verify_crc(bytes, &p)?;
@@ -1104,6 +1107,7 @@ pub fn fuzz_decode(data: &[u8]) {
     }
 }
 
+#[inline]
 fn open_body<'a>(bytes: &'a [u8], p: &Parsed) -> Result<SampleIter<'a>, Error> {
     let body = bytes
         .get(p.body_start..p.body_end)
@@ -1200,6 +1204,7 @@ pub struct SampleIter<'a> {
 
 impl<'a> SampleIter<'a> {
     #[allow(clippy::too_many_arguments)]
+    #[inline]
     fn new(
         time: TimeEncoding,
         value: ValueEncoding,
