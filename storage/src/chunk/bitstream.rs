@@ -43,6 +43,13 @@ impl BitWriter {
         }
     }
 
+    /// Forgets the bits written, keeping the buffer (zeroed).
+    pub(crate) fn clear(&mut self) {
+        let n = (self.bits.div_ceil(8) as usize).min(self.buf.len());
+        self.buf[..n].fill(0);
+        self.bits = 0;
+    }
+
     /// Number of bits written.
     pub(crate) fn bit_len(&self) -> u64 {
         self.bits
@@ -67,7 +74,7 @@ impl BitWriter {
     #[cold]
     fn grow(&mut self) {
         // grow gently: chunks are small and many are open at once
-        let extra = (self.buf.capacity() / 2).clamp(16, 256);
+        let extra = (self.buf.capacity() / 4).clamp(16, 128);
         self.buf.reserve_exact(extra);
         let cap = self.buf.capacity();
         self.buf.resize(cap, 0);

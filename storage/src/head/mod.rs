@@ -154,7 +154,7 @@ impl SeriesInner {
                         span: (self.open.max_time() - self.open.min_time()) as u32,
                         addr,
                     });
-                    self.open = ChunkWriter::new();
+                    self.open.reset();
                 }
                 // keep appending to the open chunk (it holds up to 65535 samples); retried
                 // at the next sample
@@ -179,8 +179,9 @@ impl SeriesInner {
 
 #[derive(Default)]
 struct Shard {
-    /// Label hash -> series reference; further series with the same hash in `collisions`.
-    by_hash: HashMap<u64, u64>,
+    /// Label hash -> series reference (refs fit a `u32`); further series with the same hash
+    /// in `collisions`.
+    by_hash: HashMap<u64, u32>,
     collisions: HashMap<u64, Vec<u64>>,
     slots: Vec<Option<Arc<MemSeries>>>,
     live: usize,
@@ -193,7 +194,7 @@ impl Shard {
 
     fn find(&self, h: u64, labels: &Labels) -> Option<u64> {
         let is = |r: u64| self.get(r).is_some_and(|m| m.labels.eq_labels(labels));
-        let first = *self.by_hash.get(&h)?;
+        let first = u64::from(*self.by_hash.get(&h)?);
         if is(first) {
             return Some(first);
         }
@@ -206,17 +207,17 @@ impl Shard {
                 self.collisions.entry(h).or_default().push(r)
             }
             std::collections::hash_map::Entry::Vacant(v) => {
-                v.insert(r);
+                v.insert(r as u32);
             }
         }
     }
 
     fn unindex(&mut self, h: u64, r: u64) {
-        if self.by_hash.get(&h) == Some(&r) {
+        if self.by_hash.get(&h).map(|&x| u64::from(x)) == Some(r) {
             self.by_hash.remove(&h);
             if let Some(v) = self.collisions.get_mut(&h) {
                 if let Some(next) = v.pop() {
-                    self.by_hash.insert(h, next);
+                    self.by_hash.insert(h, next as u32);
                 }
                 if v.is_empty() {
                     self.collisions.remove(&h);
@@ -362,6 +363,11 @@ impl Head {
     fn insert_locked(&self, p: &mut MemPostings, s: &mut Shard, r: u64, h: u64, labels: &Labels) {
         let slot = (r >> SHARD_BITS) as usize;
         if s.slots.len() <= slot {
+            // grow by an eighth, not by doubling: the table holds a pointer per series
+            let more = (slot + 1 - s.slots.len()).max(s.slots.len() / 8 + 16);
+            if s.slots.capacity() < slot + 1 {
+                s.slots.reserve_exact(more);
+            }
             s.slots.resize(slot + 1, None);
         }
         s.slots[slot] = Some(Arc::new(MemSeries {
@@ -763,7 +769,7 @@ impl Head {
             .iter()
             .map(|s| {
                 let s = s.read();
-                s.slots.capacity() * 8 + s.by_hash.capacity() * 17 + s.collisions.len() * 64
+                s.slots.capacity() * 8 + s.by_hash.capacity() * 13 + s.collisions.len() * 64
             })
             .sum();
         let postings = self.postings.read().memory_bytes();
