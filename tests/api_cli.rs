@@ -7,21 +7,14 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{demo_command, free_port, BIN};
+use common::{demo_command, free_port, open_db, BIN};
 use inferdb::api::{self, ApiConfig, ApiState, DbBackend, NoScrape};
 use inferdb_query::EngineOptions;
-use inferdb_storage::{Db, Labels, Options};
+use inferdb_storage::Labels;
 use serde_json::Value;
 
 fn write_data(dir: &std::path::Path) {
-    let db = Db::open(
-        dir,
-        Options {
-            background: false,
-            ..Options::default()
-        },
-    )
-    .unwrap();
+    let db = open_db(dir);
     let mut app = db.appender();
     for (model, k) in [("llama", 1.0), ("qwen", 2.0)] {
         let l = Labels::from_pairs([
@@ -79,16 +72,7 @@ fn query_folder_url_and_api_agree() {
 
     // the same through a server's HTTP API (the folder is then open for writing by the server)
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let db = Arc::new(
-        Db::open(
-            dir.path(),
-            Options {
-                background: false,
-                ..Options::default()
-            },
-        )
-        .unwrap(),
-    );
+    let db = Arc::new(open_db(dir.path()));
     let listener = rt
         .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
         .unwrap();

@@ -2,12 +2,14 @@
 //! (Debian package `prometheus`) must get the answers the API gives. Skipped, with a notice,
 //! where promtool is not installed.
 
+mod common;
+
 use std::process::Command;
 use std::sync::Arc;
 
 use inferdb::api::{self, ApiConfig, ApiState, DbBackend, NoScrape};
 use inferdb_query::EngineOptions;
-use inferdb_storage::{Db, Labels, Options};
+use inferdb_storage::Labels;
 use serde_json::Value;
 
 fn promtool() -> Option<&'static str> {
@@ -36,14 +38,7 @@ async fn promtool_queries() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(
-        dir.path(),
-        Options {
-            background: false,
-            ..Options::default()
-        },
-    )
-    .unwrap();
+    let db = common::open_db(dir.path());
     {
         let mut app = db.appender();
         for (model, inst, k) in [

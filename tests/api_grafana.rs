@@ -2,13 +2,15 @@
 //! datasource sends) against a running inferdb — the real HTTP API, PromQL engine and storage —
 //! loaded with vLLM-like data, and checks the status, shape and content each line expects.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use inferdb::api::{self, ApiConfig, ApiState, DbBackend, MetricMetadata, ScrapeStatus};
 use inferdb_query::EngineOptions;
-use inferdb_storage::{Db, Labels, Options};
+use inferdb_storage::{Db, Labels};
 use serde_json::Value;
 
 const LLAMA: &str = "meta-llama/Llama-3.1-8B-Instruct";
@@ -627,14 +629,7 @@ struct Running {
 
 async fn start_loaded(config: ApiConfig) -> Running {
     let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(
-        dir.path(),
-        Options {
-            background: false,
-            ..Options::default()
-        },
-    )
-    .unwrap();
+    let db = common::open_db(dir.path());
     load_vllm_data(&db);
     let db = Arc::new(db);
     let backend = DbBackend::new(db.clone(), EngineOptions::default());

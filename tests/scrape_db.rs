@@ -2,6 +2,8 @@
 //! `inferdb_storage::Db`, values read back exactly; a restart of the server shows up as a
 //! counter reset; a vanished series gets a staleness marker in the database.
 
+mod common;
+
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,7 +13,7 @@ use inferdb::scrape::exposition::{parse, Entry, Format};
 use inferdb::scrape::target::{discover, Auth, ScrapeLoop, ScrapeOptions};
 use inferdb::scrape::SampleSink;
 use inferdb::sim::{SimOptions, Simulator};
-use inferdb_storage::{is_stale_nan, Db, Matcher, Options};
+use inferdb_storage::{is_stale_nan, Db, Matcher};
 
 fn select(db: &Db, ms: &[Matcher]) -> Vec<(inferdb_storage::Labels, Vec<(i64, f64)>)> {
     let q = db.querier(i64::MIN / 2, i64::MAX / 2).unwrap();
@@ -24,16 +26,7 @@ fn select(db: &Db, ms: &[Matcher]) -> Vec<(inferdb_storage::Labels, Vec<(i64, f6
 
 /// A database in `dir` without background work.
 fn open_db(dir: &Path) -> Arc<Db> {
-    Arc::new(
-        Db::open(
-            dir,
-            Options {
-                background: false,
-                ..Default::default()
-            },
-        )
-        .unwrap(),
-    )
+    Arc::new(common::open_db(dir))
 }
 
 /// A scrape loop of job `job` (instance `x`, every `interval_s` with a `timeout_s` timeout)

@@ -121,6 +121,19 @@ impl Proc {
     }
 }
 
+/// The store in `dir` (created when missing) without background work: the test decides when
+/// anything is compacted.
+pub fn open_db(dir: &Path) -> inferdb_storage::Db {
+    inferdb_storage::Db::open(
+        dir,
+        inferdb_storage::Options {
+            background: false,
+            ..Default::default()
+        },
+    )
+    .unwrap()
+}
+
 /// A free TCP port on 127.0.0.1.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
