@@ -28,10 +28,10 @@ fn pages() -> Vec<(String, String)> {
 
 struct NullSink;
 impl SampleSink for NullSink {
-    fn append_batch(&self, b: &[SinkSample]) -> Result<AppendStats, SinkError> {
+    fn append_batch(&self, b: &[SinkSample<'_>]) -> Result<AppendStats, SinkError> {
         Ok(AppendStats {
             appended: b.len(),
-            rejected: 0,
+            ..Default::default()
         })
     }
 }

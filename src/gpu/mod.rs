@@ -327,6 +327,24 @@ pub fn render_dcgm_page(
 
 type SeriesKey = (F, Vec<(String, String)>);
 
+/// A sample of one read, before it is handed to the sink.
+struct Queued {
+    series: Arc<SeriesHandle>,
+    t: i64,
+    v: f64,
+}
+
+/// The sink's view of queued samples.
+fn as_sink(q: &[Queued]) -> Vec<SinkSample<'_>> {
+    q.iter()
+        .map(|q| SinkSample {
+            series: &q.series,
+            t: q.t,
+            v: q.v,
+        })
+        .collect()
+}
+
 /// The series of one device across reads.
 struct DeviceLoop {
     info: DeviceInfo,
@@ -354,7 +372,7 @@ impl DeviceLoop {
         }
     }
 
-    fn batch(&mut self, t: i64, result: Result<Vec<Reading>, String>) -> Vec<SinkSample> {
+    fn batch(&mut self, t: i64, result: Result<Vec<Reading>, String>) -> Vec<Queued> {
         let mut out = vec![];
         match result {
             Ok(readings) => {
@@ -373,7 +391,7 @@ impl DeviceLoop {
                         })
                         .clone();
                     now_live.push(h.clone());
-                    out.push(SinkSample {
+                    out.push(Queued {
                         series: h,
                         t,
                         v: r.value,
@@ -381,7 +399,7 @@ impl DeviceLoop {
                 }
                 for old in &self.live {
                     if !now_live.iter().any(|n| Arc::ptr_eq(n, old)) {
-                        out.push(SinkSample {
+                        out.push(Queued {
                             series: old.clone(),
                             t,
                             v: stale_nan(),
@@ -389,7 +407,7 @@ impl DeviceLoop {
                     }
                 }
                 self.live = now_live;
-                out.push(SinkSample {
+                out.push(Queued {
                     series: self.up.clone(),
                     t,
                     v: 1.0,
@@ -398,13 +416,13 @@ impl DeviceLoop {
             Err(e) => {
                 tracing::warn!(gpu = self.info.index, "reading GPU failed: {e}");
                 for old in self.live.drain(..) {
-                    out.push(SinkSample {
+                    out.push(Queued {
                         series: old,
                         t,
                         v: stale_nan(),
                     });
                 }
-                out.push(SinkSample {
+                out.push(Queued {
                     series: self.up.clone(),
                     t,
                     v: 0.0,
@@ -447,7 +465,7 @@ pub async fn run_gpu_sampler(
                     .await
                     .unwrap_or_else(|e| Err(format!("sampler task failed: {e}")));
                 let b = lp.batch(now_ms(), r);
-                if let Err(e) = sink.append_batch(&b) {
+                if let Err(e) = sink.append_batch(&as_sink(&b)) {
                     tracing::warn!("storing GPU samples: {e}");
                 }
             }
@@ -538,10 +556,10 @@ mod tests {
         let mut lp = DeviceLoop::new(d, &opts, "1");
         let sink = MemorySink::new();
         let r = g.read(0);
-        sink.append_batch(&lp.batch(1000, r)).unwrap();
+        sink.append_batch(&as_sink(&lp.batch(1000, r))).unwrap();
         g.failing.insert(0, "GPU is lost".into());
         let r = g.read(0);
-        sink.append_batch(&lp.batch(2000, r)).unwrap();
+        sink.append_batch(&as_sink(&lp.batch(2000, r))).unwrap();
         let up = sink.find(&[("__name__", "inferdb_gpu_up")]);
         assert_eq!(up[0].1, vec![(1000, 1.0), (2000, 0.0)]);
         let util = sink.find(&[("__name__", "DCGM_FI_DEV_GPU_UTIL")]);

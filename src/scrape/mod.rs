@@ -4,6 +4,7 @@
 //! scrape loops of a [`config::Config`] into any [`SampleSink`] (`inferdb_storage::Db`
 //! implements it; [`MemorySink`] is for tests).
 
+mod cache;
 pub mod config;
 pub mod exposition;
 pub mod manager;

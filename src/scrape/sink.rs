@@ -1,18 +1,21 @@
 //! Where scraped samples go: the [`SampleSink`] trait, an in-memory sink for tests and the
 //! implementation for [`inferdb_storage::db::Db`].
 
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-
 use inferdb_storage::Labels;
 use parking_lot::Mutex;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A series as the scraper knows it: its final labels and a slot where a sink may cache its
 /// own reference for the series (so later scrapes append without hashing labels).
+///
+/// Once a sink holds a reference, the owner may drop the labels
+/// ([`SeriesHandle::release_labels`]): the store keeps its own copy, and a sink that finds its
+/// reference gone counts the sample as [`AppendStats::unresolved`] so that the owner can give
+/// the labels again ([`SeriesHandle::set_labels`]) and retry.
 #[derive(Debug)]
 pub struct SeriesHandle {
-    labels: Labels,
+    labels: Option<Labels>,
     sink_ref: AtomicU64,
 }
 
@@ -20,13 +23,25 @@ impl SeriesHandle {
     /// A handle for `labels` with an empty reference slot.
     pub fn new(labels: Labels) -> Self {
         SeriesHandle {
-            labels,
+            labels: Some(labels),
             sink_ref: AtomicU64::new(0),
         }
     }
-    /// The series' labels.
-    pub fn labels(&self) -> &Labels {
-        &self.labels
+    /// The series' labels, unless released.
+    pub fn labels(&self) -> Option<&Labels> {
+        self.labels.as_ref()
+    }
+    /// Drops the labels when a sink holds a reference (they are not needed to append then);
+    /// gives whether they are gone.
+    pub fn release_labels(&mut self) -> bool {
+        if self.cached_ref().is_some() {
+            self.labels = None;
+        }
+        self.labels.is_none()
+    }
+    /// Gives the labels back (after [`AppendStats::unresolved`]).
+    pub fn set_labels(&mut self, labels: Labels) {
+        self.labels = Some(labels);
     }
     /// The reference a sink stored, if any.
     pub fn cached_ref(&self) -> Option<u64> {
@@ -46,10 +61,10 @@ impl SeriesHandle {
 }
 
 /// One sample to store.
-#[derive(Debug, Clone)]
-pub struct SinkSample {
+#[derive(Debug, Clone, Copy)]
+pub struct SinkSample<'a> {
     /// The series.
-    pub series: Arc<SeriesHandle>,
+    pub series: &'a SeriesHandle,
     /// Milliseconds since the epoch.
     pub t: i64,
     /// The value (the staleness marker is `inferdb_storage::stale_nan()`).
@@ -63,6 +78,9 @@ pub struct AppendStats {
     pub appended: usize,
     /// Samples refused as out of order, duplicate or out of bounds (skipped, not fatal).
     pub rejected: usize,
+    /// Samples not stored because their series' labels were released and the sink's
+    /// reference is no longer valid: the caller gives the labels back and retries them.
+    pub unresolved: usize,
 }
 
 /// A batch that could not be stored at all.
@@ -74,7 +92,7 @@ pub struct SinkError(pub String);
 /// store supports transactions.
 pub trait SampleSink: Send + Sync {
     /// Stores the samples of one scrape.
-    fn append_batch(&self, batch: &[SinkSample]) -> Result<AppendStats, SinkError>;
+    fn append_batch(&self, batch: &[SinkSample<'_>]) -> Result<AppendStats, SinkError>;
 }
 
 /// An in-memory sink: every series' samples in arrival order. For tests and demos.
@@ -112,11 +130,16 @@ impl MemorySink {
 }
 
 impl SampleSink for MemorySink {
-    fn append_batch(&self, batch: &[SinkSample]) -> Result<AppendStats, SinkError> {
+    fn append_batch(&self, batch: &[SinkSample<'_>]) -> Result<AppendStats, SinkError> {
         let mut m = self.series.lock();
         let mut st = AppendStats::default();
         for s in batch {
-            let v = m.entry(s.series.labels().clone()).or_default();
+            // this sink keeps no references, so the labels are never released
+            let Some(l) = s.series.labels() else {
+                st.unresolved += 1;
+                continue;
+            };
+            let v = m.entry(l.clone()).or_default();
             match v.last() {
                 Some(&(t, _)) if t >= s.t => st.rejected += 1,
                 _ => {
@@ -130,7 +153,7 @@ impl SampleSink for MemorySink {
 }
 
 impl SampleSink for inferdb_storage::db::Db {
-    fn append_batch(&self, batch: &[SinkSample]) -> Result<AppendStats, SinkError> {
+    fn append_batch(&self, batch: &[SinkSample<'_>]) -> Result<AppendStats, SinkError> {
         use inferdb_storage::db::SeriesRef;
         use inferdb_storage::Error;
         let mut app = self.appender();
@@ -138,24 +161,33 @@ impl SampleSink for inferdb_storage::db::Db {
         for s in batch {
             let mut r = match s.series.cached_ref() {
                 Some(r) => SeriesRef(r),
-                None => match app.get_ref(s.series.labels()) {
-                    Ok(r) => {
-                        s.series.set_cached_ref(r.0);
-                        r
-                    }
-                    Err(Error::InvalidLabels(_)) => {
-                        st.rejected += 1;
+                None => {
+                    let Some(l) = s.series.labels() else {
+                        st.unresolved += 1;
                         continue;
+                    };
+                    match app.get_ref(l) {
+                        Ok(r) => {
+                            s.series.set_cached_ref(r.0);
+                            r
+                        }
+                        Err(Error::InvalidLabels(_)) => {
+                            st.rejected += 1;
+                            continue;
+                        }
+                        Err(e) => return Err(SinkError(e.to_string())),
                     }
-                    Err(e) => return Err(SinkError(e.to_string())),
-                },
+                }
             };
             let mut res = app.append_ref(r, s.t, s.v);
             if matches!(res, Err(Error::UnknownSeries(..))) {
                 // the series left the head since we cached its reference
-                r = app
-                    .get_ref(s.series.labels())
-                    .map_err(|e| SinkError(e.to_string()))?;
+                s.series.clear_cached_ref();
+                let Some(l) = s.series.labels() else {
+                    st.unresolved += 1;
+                    continue;
+                };
+                r = app.get_ref(l).map_err(|e| SinkError(e.to_string()))?;
                 s.series.set_cached_ref(r.0);
                 res = app.append_ref(r, s.t, s.v);
             }

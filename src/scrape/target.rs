@@ -7,7 +7,7 @@
 //! [`SampleSink`].
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, LazyLock};
@@ -17,10 +17,11 @@ use inferdb_storage::{stale_nan, Label, Labels};
 use parking_lot::Mutex;
 use serde::Deserialize;
 
+use super::cache::{FxHasher, SeriesCache};
 use super::config::{Config, ScrapeConfig};
 use super::exposition::{self, Entry, Format};
 use super::relabel::{relabel, LabelMap, RelabelConfig};
-use super::sink::{SampleSink, SeriesHandle, SinkSample};
+use super::sink::{AppendStats, SampleSink, SeriesHandle, SinkError, SinkSample};
 use crate::metrics::{self, Counter, Histogram};
 
 static EXCEEDED_BODY_SIZE: LazyLock<Counter> = LazyLock::new(|| {
@@ -536,52 +537,12 @@ impl Auth {
     }
 }
 
-/// A fast, non-cryptographic hasher for the series cache (keys are one target's series
-/// texts; a target crafting collisions only slows its own scrapes).
-#[derive(Debug, Default, Clone, Copy)]
-struct FxHasher(u64);
-
-impl FxHasher {
-    #[inline]
-    fn add(&mut self, w: u64) {
-        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
-
-impl Hasher for FxHasher {
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            let mut b = [0u8; 8];
-            b.copy_from_slice(c);
-            self.add(u64::from_le_bytes(b));
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut b = [0u8; 8];
-            b[..rest.len()].copy_from_slice(rest);
-            self.add(u64::from_le_bytes(b) ^ ((rest.len() as u64) << 59));
-        }
-    }
-    #[inline]
-    fn write_u8(&mut self, i: u8) {
-        self.add(i as u64);
-    }
-    #[inline]
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-type BuildFx = std::hash::BuildHasherDefault<FxHasher>;
-
-struct CacheEntry {
-    /// None: dropped by metric relabelling.
-    series: Option<Arc<SeriesHandle>>,
-    last_seen: u64,
-    /// Seen in the last successful scrape.
-    in_last_ok: bool,
+/// A sample of this scrape waiting to be stored: its cache slot, time and value.
+#[derive(Debug, Clone, Copy)]
+struct Pend {
+    slot: u32,
+    t: i64,
+    v: f64,
 }
 
 /// The outcome of one scrape.
@@ -611,10 +572,10 @@ pub struct ScrapeLoop {
     auth: Auth,
     sink: Arc<dyn SampleSink>,
     state: Arc<Mutex<TargetState>>,
-    cache: HashMap<Box<str>, CacheEntry, BuildFx>,
+    cache: SeriesCache,
     gen: u64,
-    batch: Vec<SinkSample>,
-    synthetic: Vec<Arc<SeriesHandle>>,
+    pend: Vec<Pend>,
+    synthetic: Vec<SeriesHandle>,
     meta_hash: u64,
     duration_hist: Histogram,
     scraped_total: Counter,
@@ -640,7 +601,7 @@ impl ScrapeLoop {
     ) -> Self {
         let synthetic = SYNTHETIC
             .iter()
-            .map(|n| Arc::new(SeriesHandle::new(target.labels.with("__name__", n))))
+            .map(|n| SeriesHandle::new(target.labels.with("__name__", n)))
             .collect();
         ScrapeLoop {
             opts,
@@ -648,9 +609,9 @@ impl ScrapeLoop {
             auth,
             sink,
             state: Arc::new(Mutex::new(TargetState::default())),
-            cache: HashMap::default(),
+            cache: SeriesCache::default(),
             gen: 0,
-            batch: Vec::new(),
+            pend: Vec::new(),
             duration_hist: metrics::histogram_with(
                 "inferdb_target_scrape_duration_seconds",
                 "Time a scrape took (fetch, parse, store), by job.",
@@ -754,29 +715,25 @@ impl ScrapeLoop {
     /// Writes staleness markers for every series of the last successful scrape (the target
     /// went away).
     pub fn mark_all_stale(&mut self, t_ms: i64) {
-        self.batch.clear();
-        for e in self.cache.values() {
-            if let Some(s) = &e.series {
-                if e.in_last_ok {
-                    self.batch.push(SinkSample {
-                        series: s.clone(),
-                        t: t_ms,
-                        v: stale_nan(),
-                    });
-                }
-            }
-        }
-        for s in &self.synthetic {
-            self.batch.push(SinkSample {
-                series: s.clone(),
+        let mut batch: Vec<SinkSample<'_>> = self
+            .cache
+            .handles()
+            .map(|(_, h)| SinkSample {
+                series: h,
                 t: t_ms,
                 v: stale_nan(),
-            });
-        }
-        if let Err(e) = self.sink.append_batch(&self.batch) {
+            })
+            .collect();
+        batch.extend(self.synthetic.iter().map(|h| SinkSample {
+            series: h,
+            t: t_ms,
+            v: stale_nan(),
+        }));
+        if let Err(e) = self.sink.append_batch(&batch) {
             tracing::warn!(target = %self.target.url, "writing staleness markers: {e}");
         }
-        self.batch.clear();
+        drop(batch);
+        self.pend.clear();
         self.cache.clear();
     }
 
@@ -805,18 +762,14 @@ impl ScrapeLoop {
             Err(_) => {
                 // As Prometheus appends an empty scrape: every series of the previous
                 // successful scrape ends here.
-                self.batch.clear();
-                for e in self.cache.values() {
-                    if let (Some(s), true) = (&e.series, e.in_last_ok) {
-                        self.batch.push(SinkSample {
-                            series: s.clone(),
-                            t: t_ms,
-                            v: stale_nan(),
-                        });
-                    }
-                }
-                report.stale_markers = self.batch.len();
-                self.cache.clear();
+                self.cache.discard();
+                self.pend.clear();
+                self.pend.extend(self.cache.handles().map(|(slot, _)| Pend {
+                    slot,
+                    t: t_ms,
+                    v: stale_nan(),
+                }));
+                report.stale_markers = self.pend.len();
             }
         }
         let vals = [
@@ -826,9 +779,19 @@ impl ScrapeLoop {
             report.samples_post_relabel as f64,
             report.series_added as f64,
         ];
+        let mut batch: Vec<SinkSample<'_>> = Vec::with_capacity(self.pend.len() + vals.len());
+        for p in &self.pend {
+            if let Some(h) = &self.cache.slot(p.slot).series {
+                batch.push(SinkSample {
+                    series: h,
+                    t: p.t,
+                    v: p.v,
+                });
+            }
+        }
         for (s, v) in self.synthetic.iter().zip(vals) {
-            self.batch.push(SinkSample {
-                series: s.clone(),
+            batch.push(SinkSample {
+                series: s,
                 t: t_ms,
                 v,
             });
@@ -836,12 +799,17 @@ impl ScrapeLoop {
         // the store may block (WAL write, a segment roll or fsync under its lock): on a
         // multi-threaded runtime let the worker hand its other scrape loops to another thread
         // meanwhile, so one slow commit does not delay every target's scrape
-        let (sink, batch) = (&self.sink, &self.batch);
+        let sink = &self.sink;
         let appended = match tokio::runtime::Handle::try_current() {
             Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-                tokio::task::block_in_place(|| sink.append_batch(batch))
+                tokio::task::block_in_place(|| sink.append_batch(&batch))
             }
-            _ => sink.append_batch(batch),
+            _ => sink.append_batch(&batch),
+        };
+        drop(batch);
+        let appended = match appended {
+            Ok(st) if st.unresolved > 0 => self.retry_unresolved(st),
+            r => r,
         };
         match appended {
             Ok(st) => {
@@ -857,14 +825,19 @@ impl ScrapeLoop {
                 }
             }
         }
+        if report.up {
+            self.cache.commit();
+        } else {
+            self.cache.clear();
+        }
+        self.pend.clear();
+        if self.pend.capacity() > 1 << 20 {
+            self.pend.shrink_to(1 << 16);
+        }
         self.duration_hist.observe(took.as_secs_f64());
         self.scraped_total.inc();
         if !report.up {
             self.failed_total.inc();
-        }
-        self.batch.clear();
-        if self.batch.capacity() > 1 << 20 {
-            self.batch.shrink_to(1 << 16);
         }
         {
             let mut s = self.state.lock();
@@ -879,6 +852,55 @@ impl ScrapeLoop {
             }
         }
         report
+    }
+
+    /// The sink could not store some samples because their series' labels were released and
+    /// its reference went stale: rebuilds those labels from the cached series text and
+    /// stores the samples again.
+    fn retry_unresolved(&mut self, first: AppendStats) -> Result<AppendStats, SinkError> {
+        let mut relabel: Vec<(u32, Labels)> = vec![];
+        for p in &self.pend {
+            let Some(h) = &self.cache.slot(p.slot).series else {
+                continue;
+            };
+            if h.labels().is_some() || h.cached_ref().is_some() {
+                continue;
+            }
+            let text = self.cache.text_of(p.slot);
+            let norm = self.cache.normalised_label(p.slot);
+            let labels = exposition::parse_series_text(text, norm)
+                .and_then(|smp| self.series_labels(&smp).ok().flatten());
+            if let Some(l) = labels {
+                relabel.push((p.slot, l));
+            }
+        }
+        relabel.sort_by_key(|(slot, _)| *slot);
+        relabel.dedup_by_key(|(slot, _)| *slot);
+        let slots: Vec<u32> = relabel.iter().map(|(s, _)| *s).collect();
+        for (slot, l) in relabel {
+            if let Some(h) = &mut self.cache.slot_mut(slot).series {
+                h.set_labels(l);
+            }
+        }
+        self.cache.note_relabelled();
+        let batch: Vec<SinkSample<'_>> = self
+            .pend
+            .iter()
+            .filter_map(|p| {
+                let h = self.cache.slot(p.slot).series.as_ref()?;
+                slots.binary_search(&p.slot).is_ok().then_some(SinkSample {
+                    series: h,
+                    t: p.t,
+                    v: p.v,
+                })
+            })
+            .collect();
+        let st = self.sink.append_batch(&batch)?;
+        Ok(AppendStats {
+            appended: first.appended + st.appended,
+            rejected: first.rejected + st.rejected + st.unresolved,
+            unresolved: 0,
+        })
     }
 
     fn series_labels(&self, s: &exposition::Sample<'_>) -> Result<Option<Labels>, String> {
@@ -935,72 +957,73 @@ impl ScrapeLoop {
     ) -> Result<ProcessStats, String> {
         self.gen += 1;
         let gen = self.gen;
-        self.batch.clear();
+        self.pend.clear();
+        self.cache.begin();
         let mut st = ProcessStats::default();
         // metadata lines, borrowed from the page; turned into owned strings only when the
         // page's metadata changed since the last scrape (rarely)
         let mut metas: Vec<(Cow<'_, str>, MetaField<'_>)> = Vec::new();
         let mut meta_h = FxHasher::default();
-        let mut bad_values = 0usize;
-        for entry in exposition::parse(page, format) {
-            let entry = match entry {
-                Ok(e) => e,
-                Err(e) if e.bad_value_only => {
-                    // dcgm-exporter's "ERROR - FAILED TO CONVERT TO STRING": skip the line
-                    bad_values += 1;
+        let mut parser = exposition::parse(page, format);
+        // the cached series expected on the next sample line (the last page's order)
+        let mut next = 0usize;
+        loop {
+            if let Some(text) = self.cache.expected(next) {
+                if let Some(r) = parser.next_known(text) {
+                    let slot = next as u32;
+                    next += 1;
+                    match r {
+                        Ok((v, ts)) => {
+                            st.scraped += 1;
+                            self.take(slot, v, ts, t_ms, gen);
+                        }
+                        // dcgm-exporter's "ERROR - FAILED TO CONVERT TO STRING": skip the line
+                        Err(e) if e.bad_value_only => {}
+                        Err(e) => {
+                            self.pend.clear();
+                            return Err(format!("parsing page: {e}"));
+                        }
+                    }
                     continue;
                 }
+            }
+            let Some(entry) = parser.next() else { break };
+            let entry = match entry {
+                Ok(e) => e,
+                Err(e) if e.bad_value_only => continue,
                 Err(e) => {
-                    self.batch.clear();
+                    self.pend.clear();
                     return Err(format!("parsing page: {e}"));
                 }
             };
             match entry {
                 Entry::Sample(s) => {
                     st.scraped += 1;
-                    let t = match (self.opts.honor_timestamps, s.timestamp_ms) {
-                        (true, Some(ts)) => ts,
-                        _ => t_ms,
-                    };
-                    let series = match self.cache.get_mut(s.series_text) {
-                        Some(e) => {
-                            if e.last_seen == gen {
-                                // duplicate series on one page: keep the first
-                                continue;
-                            }
-                            e.last_seen = gen;
-                            e.series.clone()
-                        }
+                    let slot = match self.cache.lookup(s.series_text) {
+                        Some(slot) => slot,
                         None => {
                             let labels = match self.series_labels(&s) {
                                 Ok(l) => l,
                                 Err(err) => {
-                                    self.batch.clear();
+                                    self.pend.clear();
                                     return Err(err);
                                 }
                             };
-                            let series = labels.map(|l| Arc::new(SeriesHandle::new(l)));
-                            if series.is_some() {
+                            if labels.is_some() {
                                 st.added += 1;
                             }
-                            self.cache.insert(
-                                s.series_text.into(),
-                                CacheEntry {
-                                    series: series.clone(),
-                                    last_seen: gen,
-                                    in_last_ok: false,
-                                },
-                            );
-                            series
+                            self.cache.add_fresh(
+                                s.series_text,
+                                s.labels.normalised_label(),
+                                labels.map(SeriesHandle::new),
+                            )
                         }
                     };
-                    if let Some(series) = series {
-                        self.batch.push(SinkSample {
-                            series,
-                            t,
-                            v: s.value,
-                        });
+                    if (slot as usize) < self.cache.len() {
+                        // back in step with the last page's order
+                        next = slot as usize + 1;
                     }
+                    self.take(slot, s.value, s.timestamp_ms, t_ms, gen);
                 }
                 Entry::Help { name, help } => {
                     name.hash(&mut meta_h);
@@ -1019,37 +1042,26 @@ impl ScrapeLoop {
                 }
             }
         }
-        let _ = bad_values;
-        st.post_relabel = self.batch.len();
+        st.post_relabel = self.pend.len();
         if self.opts.sample_limit > 0 && st.post_relabel as u64 > self.opts.sample_limit {
             // the scrape counts as failed; forget this generation so staleness applies
             EXCEEDED_SAMPLE_LIMIT.inc();
-            self.batch.clear();
+            self.pend.clear();
             return Err(format!(
                 "sample limit exceeded ({} samples, limit {})",
                 st.post_relabel, self.opts.sample_limit
             ));
         }
         // staleness: series of the previous scrape missing from this one
-        let mut gone: Vec<Box<str>> = vec![];
-        for (k, e) in &self.cache {
-            if e.last_seen != gen {
-                if let Some(s) = &e.series {
-                    self.batch.push(SinkSample {
-                        series: s.clone(),
-                        t: t_ms,
-                        v: stale_nan(),
-                    });
-                    st.stale += 1;
-                }
-                gone.push(k.clone());
+        for (slot, _) in self.cache.handles() {
+            if self.cache.slot(slot).last_seen != gen {
+                self.pend.push(Pend {
+                    slot,
+                    t: t_ms,
+                    v: stale_nan(),
+                });
+                st.stale += 1;
             }
-        }
-        for k in gone {
-            self.cache.remove(&k);
-        }
-        for e in self.cache.values_mut() {
-            e.in_last_ok = true;
         }
         let h = meta_h.finish();
         if h != self.meta_hash {
@@ -1071,6 +1083,26 @@ impl ScrapeLoop {
             self.state.lock().metadata = Arc::new(meta);
         }
         Ok(st)
+    }
+
+    /// A sample of the series in `slot`: queued unless the series was already on this page
+    /// (the first one counts) or is dropped by relabelling.
+    #[inline]
+    fn take(&mut self, slot: u32, v: f64, ts: Option<i64>, t_ms: i64, gen: u64) {
+        let s = self.cache.slot_mut(slot);
+        if s.last_seen == gen {
+            return;
+        }
+        s.last_seen = gen;
+        let keep = s.series.is_some();
+        self.cache.seen(slot);
+        if keep {
+            let t = match (self.opts.honor_timestamps, ts) {
+                (true, Some(ts)) => ts,
+                _ => t_ms,
+            };
+            self.pend.push(Pend { slot, t, v });
+        }
     }
 }
 

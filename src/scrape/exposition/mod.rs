@@ -194,6 +194,29 @@ impl<'a> LabelSet<'a> {
     pub fn get(&self, name: &str) -> Option<Cow<'a, str>> {
         self.iter().find(|(n, _)| n == name).map(|(_, v)| v)
     }
+
+    /// The label whose values are normalised as floats (`le` in histograms, `quantile` in
+    /// summaries), as the family's type gave it.
+    pub fn normalised_label(&self) -> Option<&'static str> {
+        self.normalise
+    }
+}
+
+/// Reads a series text as [`Sample::series_text`] gives it (a name and label set, nothing
+/// after it) with the normalisation of [`LabelSet::normalised_label`]; the sample's value is
+/// 0. `None` when `text` is not exactly one series.
+pub fn parse_series_text<'a>(text: &'a str, normalise: Option<&'static str>) -> Option<Sample<'a>> {
+    let (rest, (name, raw)) = lex::series(text).ok()?;
+    if !rest.is_empty() {
+        return None;
+    }
+    Some(Sample {
+        name,
+        labels: LabelSet { raw, normalise },
+        value: 0.0,
+        timestamp_ms: None,
+        series_text: text,
+    })
 }
 
 /// Iterator over a [`LabelSet`].
@@ -351,17 +374,49 @@ impl<'a> Parser<'a> {
         let (rest, name_part) = lex::series(line).map_err(|reason| self.err(reason))?;
         let (name, raw) = name_part;
         let series_text = &line[..line.len() - rest.len()];
-        let normalise = match self.mtype {
+        let (value, timestamp_ms) = self.value_part(rest, series_text)?;
+        Ok(Entry::Sample(Sample {
+            name,
+            labels: LabelSet {
+                raw,
+                normalise: self.normalise(),
+            },
+            value,
+            timestamp_ms,
+            series_text,
+        }))
+    }
+
+    /// The label whose values are normalised in the current family (`le` in histograms,
+    /// `quantile` in summaries).
+    fn normalise(&self) -> Option<&'static str> {
+        match self.mtype {
             MetricType::Histogram | MetricType::GaugeHistogram => Some("le"),
             MetricType::Summary => Some("quantile"),
             _ => None,
-        };
-        let mut toks = rest.split([' ', '\t']).filter(|t| !t.is_empty());
+        }
+    }
+
+    /// The value and optional timestamp after the series part of a sample line (`rest`
+    /// starts right after the series text).
+    fn value_part(&self, rest: &str, series_text: &str) -> Result<(f64, Option<i64>), ParseError> {
         if self.format == Format::OpenMetrics && !rest.starts_with(' ') {
             return Err(self.err("expected a space before the value"));
         }
-        let vtok = toks
-            .next()
+        let b = rest.as_bytes();
+        let mut i = 0usize;
+        // the next blank-separated token
+        let mut tok = || -> Option<&str> {
+            while i < b.len() && (b[i] == b' ' || b[i] == b'\t') {
+                i += 1;
+            }
+            let start = i;
+            while i < b.len() && b[i] != b' ' && b[i] != b'\t' {
+                i += 1;
+            }
+            (i > start).then(|| &rest[start..i])
+        };
+        let vtok = tok()
             .ok_or_else(|| self.err(format!("missing value after {:?}", trunc(series_text))))?;
         let value = lex::parse_value(vtok).ok_or_else(|| ParseError {
             line: self.line,
@@ -369,10 +424,10 @@ impl<'a> Parser<'a> {
             bad_value_only: vtok.chars().all(|c| !c.is_control()),
         })?;
         let mut timestamp_ms = None;
-        if let Some(t) = toks.next() {
+        if let Some(t) = tok() {
             if t != "#" {
                 timestamp_ms = Some(self.timestamp(t)?);
-                if let Some(x) = toks.next() {
+                if let Some(x) = tok() {
                     if x != "#" {
                         return Err(self.err(format!("unexpected {:?} after timestamp", trunc(x))));
                     }
@@ -380,13 +435,40 @@ impl<'a> Parser<'a> {
             }
             // "#" starts an exemplar, which is skipped.
         }
-        Ok(Entry::Sample(Sample {
-            name,
-            labels: LabelSet { raw, normalise },
-            value,
-            timestamp_ms,
-            series_text,
-        }))
+        Ok((value, timestamp_ms))
+    }
+
+    /// The fast path of a scrape cache. When the next line is a sample line that starts with
+    /// `series_text` (the [`Sample::series_text`] of an earlier page) followed by a blank,
+    /// consumes it and gives its value and timestamp exactly as [`Parser::next`] would (the
+    /// series part of such a line reads the same as it did then); `None`, with nothing
+    /// consumed, for any other line (the caller then uses [`Parser::next`]).
+    #[inline]
+    pub fn next_known(
+        &mut self,
+        series_text: &str,
+    ) -> Option<Result<(f64, Option<i64>), ParseError>> {
+        if self.done || self.eof_seen {
+            return None;
+        }
+        let input: &'a str = self.input;
+        let rest = &input[self.pos..];
+        let n = series_text.len();
+        let b = rest.as_bytes();
+        if n == 0 || b.len() <= n || b[..n] != *series_text.as_bytes() {
+            return None;
+        }
+        if b[n] != b' ' && !(b[n] == b'\t' && self.format == Format::PromText) {
+            return None;
+        }
+        let (line, adv) = match rest[n..].find('\n') {
+            Some(i) => (&rest[..n + i], n + i + 1),
+            None => (rest, rest.len()),
+        };
+        self.pos += adv;
+        self.line += 1;
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        Some(self.value_part(&line[n..], series_text))
     }
 
     fn timestamp(&self, t: &str) -> Result<i64, ParseError> {
