@@ -187,6 +187,42 @@ proptest! {
         prop_assert_eq!(decode_all(&auto), bits(&s));
     }
 
+    /// Integer values with residuals of every size (escapes and staleness markers included)
+    /// on regular or nearly regular timestamps, whose values the bulk decoder reads in runs.
+    #[test]
+    fn int_values_on_regular_timestamps_round_trip(
+        start in -(1i64 << 50)..(1i64 << 50),
+        step in 1i64..100_000,
+        jitter in prop::collection::vec((2usize..120, 0.0f64..0.5), 0..4),
+        steps in prop::collection::vec((0u32..60, any::<u64>()), 1..120),
+        k in 0u8..4,
+        stale in prop::collection::vec(1usize..120, 0..3),
+    ) {
+        let mut n: i64 = 0;
+        let mut s = Vec::new();
+        for (i, (bits, r)) in steps.iter().enumerate() {
+            let d = (r & ((1u64 << bits) - 1)) as i64;
+            let d = if r >> 63 == 1 { -d } else { d };
+            n = (n + d).clamp(-(1 << 53), 1 << 53);
+            let mut t = start + i as i64 * step;
+            if let Some((_, f)) = jitter.iter().find(|(j, _)| *j == i) {
+                t += (step as f64 * f) as i64;
+            }
+            let v = if stale.contains(&i) {
+                f64::from_bits(0x7ff0_0000_0000_0002)
+            } else {
+                n as f64 / [1.0, 10.0, 100.0, 1000.0][usize::from(k)]
+            };
+            s.push((t, v));
+        }
+        let w = writer(&s);
+        let want = bits(&s);
+        prop_assert_eq!(&decode_all(&w.finish()), &want);
+        if let Some(b) = w.finish_with(EncodePolicy::Int) {
+            prop_assert_eq!(&decode_all(&b), &want);
+        }
+    }
+
     /// Damaged chunks (bytes flipped, the chunk cut short, the checksum not verified): bulk
     /// decoding, from the start or after some samples were iterated, yields exactly what
     /// iteration yields, errors included, and nothing panics.

@@ -159,8 +159,22 @@ impl<'a> BitReader<'a> {
     }
 
     /// Current bit position.
+    #[inline]
     pub(crate) fn pos(&self) -> u64 {
         self.pos
+    }
+
+    /// Moves to bit position `pos` (one this reader reached, or up to a few hundred bits
+    /// beyond: see [`skip`](BitReader::skip)).
+    #[inline]
+    pub(crate) fn set_pos(&mut self, pos: u64) {
+        self.pos = pos;
+    }
+
+    /// The end of the stream in bits (reads beyond it are an overrun).
+    #[inline]
+    pub(crate) fn end(&self) -> u64 {
+        self.end
     }
 
     /// The next 64 bits, left-aligned; at least 57 of them are real stream bits (bits past the
@@ -350,6 +364,29 @@ impl Rice {
         };
         self.update(z);
         bits
+    }
+
+    /// Decodes one residual from `word`, whose top `avail <= 57` bits are the next stream
+    /// bits (as from [`BitReader::peek`]): `Some((z, bits used))` when the whole code lies
+    /// within them and is not an escape, else `None` (nothing changed; use
+    /// [`decode`](Rice::decode)). Gives what `decode` gives for the same bits.
+    #[inline(always)]
+    pub(crate) fn decode_word(&mut self, word: u64, avail: u32) -> Option<(u64, u32)> {
+        let k = self.k();
+        let q = (!word).leading_zeros();
+        let total = q + 1 + k;
+        // q < RICE_ESCAPE is implied by total <= avail <= 57 only for large k: check both
+        if q >= RICE_ESCAPE || total > avail {
+            return None;
+        }
+        let low = if k == 0 {
+            0
+        } else {
+            (word << (q + 1)) >> (64 - k)
+        };
+        let z = (u64::from(q) << k) | low;
+        self.update(z);
+        Some((z, total))
     }
 
     /// Decodes one residual. Corrupt input yields some value and possibly an overrun.

@@ -1423,12 +1423,29 @@ trait ResDec: Copy {
     /// Consumes `n <= zeros()` of them.
     #[inline(always)]
     fn take_zeros(&mut self, _n: u32) {}
+
+    /// Whether [`dec_word`](ResDec::dec_word) can decode.
+    const WORD: bool = false;
+
+    /// Decodes a residual from the top `avail` bits of `word` if its code lies within them:
+    /// `(residual, bits used)` (see [`Rice::decode_word`]).
+    #[inline(always)]
+    fn dec_word(&mut self, _word: u64, _avail: u32) -> Option<(u64, u32)> {
+        None
+    }
 }
 
 impl ResDec for Rice {
     #[inline(always)]
     fn dec(&mut self, r: &mut BitReader<'_>) -> u64 {
         self.decode(r)
+    }
+
+    const WORD: bool = true;
+
+    #[inline(always)]
+    fn dec_word(&mut self, word: u64, avail: u32) -> Option<(u64, u32)> {
+        self.decode_word(word, avail)
     }
 }
 
@@ -1650,13 +1667,10 @@ struct VInt<C, const DOD: bool> {
     decimals: u8,
 }
 
-impl<C: ResDec, const DOD: bool> ValueDec for VInt<C, DOD> {
+impl<C: ResDec, const DOD: bool> VInt<C, DOD> {
+    /// The value after residual `z` (not an exception).
     #[inline(always)]
-    fn step(&mut self, r: &mut BitReader<'_>) -> f64 {
-        let z = self.c.dec(r);
-        if z == EXCEPTION {
-            return f64::from_bits(r.read_long(64));
-        }
+    fn apply(&mut self, z: u64) -> f64 {
         let x = unzigzag(z);
         if DOD {
             self.d = self.d.wrapping_add(x);
@@ -1665,6 +1679,71 @@ impl<C: ResDec, const DOD: bool> ValueDec for VInt<C, DOD> {
             self.n = self.n.wrapping_add(x);
         }
         int::from_scaled(self.n, self.decimals)
+    }
+}
+
+impl<C: ResDec, const DOD: bool> ValueDec for VInt<C, DOD> {
+    #[inline(always)]
+    fn step(&mut self, r: &mut BitReader<'_>) -> f64 {
+        let z = self.c.dec(r);
+        if z == EXCEPTION {
+            return f64::from_bits(r.read_long(64));
+        }
+        self.apply(z)
+    }
+
+    /// With a Rice coder: codes are taken from a 64-bit word read ahead, which is shifted
+    /// as they are used, so the next code's position does not wait for a memory load; the
+    /// word is read again when fewer bits than a typical code are left, and codes that do
+    /// not fit it (escapes, exceptions, long codes) go through [`step`](ValueDec::step).
+    #[inline(always)]
+    fn fill(&mut self, r: &mut BitReader<'_>, out: &mut [f64], last: &mut f64) -> usize {
+        if !C::WORD {
+            for (j, o) in out.iter_mut().enumerate() {
+                let v = self.step(r);
+                if r.overrun() {
+                    return j;
+                }
+                *o = v;
+                *last = v;
+            }
+            return out.len();
+        }
+        let end = r.end();
+        let mut pos = r.pos();
+        let mut word = r.peek();
+        let mut avail = 57u32;
+        for (j, o) in out.iter_mut().enumerate() {
+            if avail < 32 {
+                r.set_pos(pos);
+                word = r.peek();
+                avail = 57;
+            }
+            let v = match self.c.dec_word(word, avail) {
+                Some((z, used)) => {
+                    word <<= used;
+                    avail -= used;
+                    pos = pos.wrapping_add(u64::from(used));
+                    self.apply(z)
+                }
+                None => {
+                    r.set_pos(pos);
+                    let v = self.step(r);
+                    pos = r.pos();
+                    word = r.peek();
+                    avail = 57;
+                    v
+                }
+            };
+            if pos > end {
+                r.set_pos(pos);
+                return j;
+            }
+            *o = v;
+            *last = v;
+        }
+        r.set_pos(pos);
+        out.len()
     }
 }
 
