@@ -19,11 +19,11 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::diff::{first_difference, result_map};
 use common::{free_port, now_ms, secs, Client, Proc, BIN};
 use inferdb::remote::codec;
 use inferdb::remote::proto::{Label, Sample, TimeSeries, WriteRequest};
@@ -73,75 +73,6 @@ fn start_prometheus(dir: &Path, yml: &str, client: &Client) -> (Proc, String) {
 // ---------------------------------------------------------------------------------------------
 // comparing answers
 
-fn num(v: &Value) -> f64 {
-    match v.as_str().unwrap_or("") {
-        "NaN" => f64::NAN,
-        "+Inf" => f64::INFINITY,
-        "-Inf" => f64::NEG_INFINITY,
-        s => s.parse().unwrap_or_else(|_| panic!("bad value {v}")),
-    }
-}
-
-fn close(a: f64, b: f64) -> bool {
-    (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= 1e-9 * a.abs().max(b.abs())
-}
-
-type Points = Vec<(f64, f64)>;
-
-/// labels (as sorted JSON) -> points, of a vector or matrix answer.
-fn result_map(v: &Value) -> (String, BTreeMap<String, Points>) {
-    let data = &v["data"];
-    let typ = data["resultType"].as_str().unwrap_or("").to_string();
-    let mut out = BTreeMap::new();
-    for s in data["result"].as_array().into_iter().flatten() {
-        let labels: BTreeMap<String, String> = s["metric"]
-            .as_object()
-            .map(|o| {
-                o.iter()
-                    .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let key = serde_json::to_string(&labels).unwrap();
-        let pts: Points = match typ.as_str() {
-            "vector" => vec![(s["value"][0].as_f64().unwrap(), num(&s["value"][1]))],
-            _ => s["values"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|p| (p[0].as_f64().unwrap(), num(&p[1])))
-                .collect(),
-        };
-        out.insert(key, pts);
-    }
-    (typ, out)
-}
-
-fn diff(query: &str, a: &Value, b: &Value) -> Option<String> {
-    let (ta, ma) = result_map(a);
-    let (tb, mb) = result_map(b);
-    if ta != tb {
-        return Some(format!("{query}: result types {ta} vs {tb}"));
-    }
-    let ka: Vec<&String> = ma.keys().collect();
-    let kb: Vec<&String> = mb.keys().collect();
-    if ka != kb {
-        return Some(format!("{query}: series differ:\n  {ka:?}\n  {kb:?}"));
-    }
-    for (k, pa) in &ma {
-        let pb = &mb[k];
-        if pa.len() != pb.len()
-            || pa
-                .iter()
-                .zip(pb)
-                .any(|(x, y)| x.0 != y.0 || !close(x.1, y.1))
-        {
-            return Some(format!("{query} {k}:\n  {pa:?}\n  {pb:?}"));
-        }
-    }
-    None
-}
-
 /// Runs every query instant at `t` and as a range `[t - span, t]` by `step` on both servers;
 /// the differences found (empty: same answers), and how many series the answers held.
 fn compare_all(
@@ -168,7 +99,7 @@ fn compare_all(
         for f in &forms {
             let (ra, rb) = (query(c, a, f), query(c, b, f));
             series += result_map(&ra).1.len();
-            if let Some(d) = diff(q, &ra, &rb) {
+            if let Some(d) = first_difference(q, &ra, &rb) {
                 diffs.push(d);
             }
         }

@@ -10,13 +10,12 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::diff::{first_difference, result_map};
 use common::{free_port, now_ms, secs, serve_command, spawn_prometheus, Client, Proc};
-use serde_json::Value;
 
 fn start_prometheus(dir: &Path, port: u16) -> Proc {
     spawn_prometheus(
@@ -63,84 +62,22 @@ remote_write:
     )
 }
 
-/// A result normalised for comparison: label set → samples `(t ms, value)`.
-type Series = BTreeMap<String, Vec<(i64, f64)>>;
-
-fn normalise(v: &Value) -> Series {
-    let data = &v["data"];
-    let mut out = Series::new();
-    let Some(res) = data["result"].as_array() else {
-        return out;
-    };
-    for r in res {
-        let key = serde_json::to_string(&r["metric"]).unwrap();
-        let mut pts = Vec::new();
-        let mut push = |p: &Value| {
-            let t = (p[0].as_f64().unwrap() * 1000.0).round() as i64;
-            let s = p[1].as_str().unwrap();
-            let v = match s {
-                "NaN" => f64::NAN,
-                "+Inf" => f64::INFINITY,
-                "-Inf" => f64::NEG_INFINITY,
-                s => s.parse().unwrap(),
-            };
-            pts.push((t, v));
-        };
-        if let Some(vs) = r["values"].as_array() {
-            vs.iter().for_each(&mut push);
-        } else {
-            push(&r["value"]);
-        }
-        out.insert(key, pts);
-    }
-    out
-}
-
-/// The first difference between two results (values within 1e-9 relative), or `None`.
-fn difference(a: &Series, b: &Series) -> Option<String> {
-    for k in a.keys().chain(b.keys()) {
-        let (Some(x), Some(y)) = (a.get(k), b.get(k)) else {
-            return Some(format!(
-                "series {k} only on {}",
-                if a.contains_key(k) {
-                    "inferdb"
-                } else {
-                    "prometheus"
-                }
-            ));
-        };
-        if x.len() != y.len() {
-            return Some(format!(
-                "series {k}: {} points on inferdb, {} on prometheus",
-                x.len(),
-                y.len()
-            ));
-        }
-        for (p, q) in x.iter().zip(y) {
-            let same_v = (p.1.is_nan() && q.1.is_nan())
-                || p.1 == q.1
-                || (p.1 - q.1).abs() <= 1e-9 * p.1.abs().max(q.1.abs());
-            if p.0 != q.0 || !same_v {
-                return Some(format!("series {k}: inferdb {p:?}, prometheus {q:?}"));
-            }
-        }
-    }
-    None
-}
-
 /// Runs `queries` on both until they agree (the sender may still be catching up) or 60 s
 /// pass; panics with the first difference.
 fn assert_same(c: &Client, idb: &str, prom: &str, queries: &[(&str, Vec<(&str, String)>)]) {
     let deadline = Instant::now() + Duration::from_secs(60);
     for (path, form) in queries {
         loop {
-            let a = normalise(&c.query(idb, path, form));
-            let b = normalise(&c.query(prom, path, form));
-            assert!(!a.is_empty(), "{path} {form:?}: empty on inferdb");
-            match difference(&a, &b) {
+            let a = c.query(idb, path, form);
+            let b = c.query(prom, path, form);
+            assert!(
+                !result_map(&a).1.is_empty(),
+                "{path} {form:?}: empty on inferdb"
+            );
+            match first_difference(&format!("{path} {form:?}"), &a, &b) {
                 None => break,
                 Some(d) if Instant::now() > deadline => {
-                    panic!("{path} {form:?} differs: {d}")
+                    panic!("differs (inferdb, then prometheus): {d}")
                 }
                 Some(_) => std::thread::sleep(Duration::from_millis(500)),
             }

@@ -235,3 +235,77 @@ pub fn dashboard_queries(rate_interval: &str) -> Vec<String> {
     }
     out
 }
+
+/// A JSON sample value (`"NaN"`, `"+Inf"`, `"1.5"`) as a float; panics on anything else.
+fn num(v: &Value) -> f64 {
+    match v.as_str().unwrap_or("") {
+        "NaN" => f64::NAN,
+        "+Inf" => f64::INFINITY,
+        "-Inf" => f64::NEG_INFINITY,
+        s => s.parse().unwrap_or_else(|_| panic!("bad value {v}")),
+    }
+}
+
+/// Equal within 1e-9 relative, NaN equal to NaN.
+fn close(a: f64, b: f64) -> bool {
+    (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= 1e-9 * a.abs().max(b.abs())
+}
+
+/// Points `(time in seconds, value)` of one series.
+pub type Points = Vec<(f64, f64)>;
+
+/// The result type and labels (as sorted JSON) -> points of a vector or matrix answer.
+pub fn result_map(v: &Value) -> (String, BTreeMap<String, Points>) {
+    let data = &v["data"];
+    let typ = data["resultType"].as_str().unwrap_or("").to_string();
+    let mut out = BTreeMap::new();
+    for s in data["result"].as_array().into_iter().flatten() {
+        let labels: BTreeMap<String, String> = s["metric"]
+            .as_object()
+            .map(|o| {
+                o.iter()
+                    .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let key = serde_json::to_string(&labels).unwrap();
+        let pts: Points = match typ.as_str() {
+            "vector" => vec![(s["value"][0].as_f64().unwrap(), num(&s["value"][1]))],
+            _ => s["values"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|p| (p[0].as_f64().unwrap(), num(&p[1])))
+                .collect(),
+        };
+        out.insert(key, pts);
+    }
+    (typ, out)
+}
+
+/// The first difference between two vector or matrix answers to `query` (result type, label
+/// sets, timestamps exactly, values within 1e-9 relative, NaN equal to NaN), or `None`.
+pub fn first_difference(query: &str, a: &Value, b: &Value) -> Option<String> {
+    let (ta, ma) = result_map(a);
+    let (tb, mb) = result_map(b);
+    if ta != tb {
+        return Some(format!("{query}: result types {ta} vs {tb}"));
+    }
+    let ka: Vec<&String> = ma.keys().collect();
+    let kb: Vec<&String> = mb.keys().collect();
+    if ka != kb {
+        return Some(format!("{query}: series differ:\n  {ka:?}\n  {kb:?}"));
+    }
+    for (k, pa) in &ma {
+        let pb = &mb[k];
+        if pa.len() != pb.len()
+            || pa
+                .iter()
+                .zip(pb)
+                .any(|(x, y)| x.0 != y.0 || !close(x.1, y.1))
+        {
+            return Some(format!("{query} {k}:\n  {pa:?}\n  {pb:?}"));
+        }
+    }
+    None
+}
