@@ -4,7 +4,9 @@
 //! from label hash to series references and a slot table indexed by reference, behind one
 //! `parking_lot::RwLock`. A series reference is `slot << 4 | shard`, so appending by reference
 //! needs no hashing and no allocation. Each series has its own mutex around its open chunk
-//! ([`ChunkWriter`]) and its full chunks (kept in memory, shared with queriers by `Arc`).
+//! ([`ChunkWriter`]) and the references of its full chunks (in [`arena`] segments). The
+//! postings index ([`postings`]) interns every label pair; a series points to its pairs.
+//! Lock order: postings before a shard, a shard before a series.
 //!
 //! Chunks are cut at [`MAX_SAMPLES_PER_CHUNK`] samples and at multiples of the chunk range (the
 //! block duration), so a block cut never splits a chunk.
@@ -937,6 +939,12 @@ mod tests {
             vec!["__name__"]
         );
         assert_eq!(h.label_values("__name__", &[]), vec!["m", "other"]);
+    }
+
+    #[test]
+    fn series_allocation_fits_256_byte_class() {
+        // Arc counters + MemSeries: glibc serves requests up to 248 B from 256 B chunks
+        assert!(16 + std::mem::size_of::<MemSeries>() <= 248);
     }
 
     #[test]
