@@ -179,7 +179,7 @@ impl<'a> BitReader<'a> {
 
     /// The next 64 bits, left-aligned; at least 57 of them are real stream bits (bits past the
     /// data are zero). Never panics.
-    #[inline(always)]
+    #[inline]
     pub(crate) fn peek(&self) -> u64 {
         let byte = (self.pos >> 3) as usize;
         let shift = (self.pos & 7) as u32;
@@ -209,7 +209,7 @@ impl<'a> BitReader<'a> {
     }
 
     /// Skips `n` bits.
-    #[inline(always)]
+    #[inline]
     pub(crate) fn skip(&mut self, n: u32) {
         // cannot wrap: a chunk has at most 65,535 samples and a sample takes at most a few
         // hundred bits of reads, also past the end (callers stop at the first overrun)
@@ -217,7 +217,7 @@ impl<'a> BitReader<'a> {
     }
 
     /// Reads `n <= 56` bits.
-    #[inline(always)]
+    #[inline]
     pub(crate) fn read(&mut self, n: u32) -> u64 {
         if n == 0 {
             return 0;
@@ -229,7 +229,7 @@ impl<'a> BitReader<'a> {
     }
 
     /// Reads `n <= 64` bits.
-    #[inline(always)]
+    #[inline]
     pub(crate) fn read_long(&mut self, n: u32) -> u64 {
         if n <= 56 {
             self.read(n)
