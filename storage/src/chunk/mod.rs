@@ -1838,7 +1838,9 @@ impl SampleIter<'_> {
     }
 
     /// Decodes samples `idx >= 1` into `ot` / `ov` (as many as remain); returns how many.
-    #[inline(always)]
+    // inlined into the loop compiled per CPU level; not in debug builds, whose frames of
+    // every coding's locals together would take ~1 MB of stack
+    #[cfg_attr(not(debug_assertions), inline(always))]
     fn bulk_time(&mut self, ot: &mut [i64], ov: &mut [f64]) -> usize {
         match (self.time, self.ts_coder) {
             (TimeEncoding::Regular, _) => self.bulk_value(
@@ -1914,7 +1916,9 @@ impl SampleIter<'_> {
             .wrapping_add(i64::from(self.idx.max(2)).wrapping_mul(self.delta1))
     }
 
-    #[inline(always)]
+    // inlined into the loop compiled per CPU level; not in debug builds, whose frames of
+    // every coding's locals together would take ~1 MB of stack
+    #[cfg_attr(not(debug_assertions), inline(always))]
     fn bulk_value<T: TimeDec>(&mut self, td: T, ot: &mut [i64], ov: &mut [f64]) -> usize {
         match self.value {
             ValueEncoding::Const => {
@@ -1976,7 +1980,9 @@ impl SampleIter<'_> {
     /// Leaves `t`, `v`, `idx` (and the error) as `next` would; returns the value decoder (its
     /// state) and the number of samples decoded. The timestamp state is not kept: it is only
     /// needed for the second sample, which is decoded here without it.
-    #[inline(always)]
+    // inlined into the loop compiled per CPU level; not in debug builds, whose frames of
+    // every coding's locals together would take ~1 MB of stack
+    #[cfg_attr(not(debug_assertions), inline(always))]
     fn bulk<T: TimeDec, V: ValueDec>(
         &mut self,
         mut td: T,
