@@ -1831,9 +1831,13 @@ impl SampleIter<'_> {
     }
 
     /// [`bulk_time`](SampleIter::bulk_time) with `lzcnt`, BMI1 and BMI2 instructions.
+    ///
+    /// # Safety
+    /// The CPU must support `lzcnt`, `bmi1` and `bmi2` (an `unsafe fn` rather than a safe
+    /// `#[target_feature]` fn, which needs Rust 1.86, above the workspace's `rust-version`).
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "lzcnt,bmi1,bmi2")]
-    fn bulk_time_lzcnt(&mut self, ot: &mut [i64], ov: &mut [f64]) -> usize {
+    unsafe fn bulk_time_lzcnt(&mut self, ot: &mut [i64], ov: &mut [f64]) -> usize {
         self.bulk_time(ot, ov)
     }
 
