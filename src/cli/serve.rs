@@ -408,11 +408,12 @@ impl ServeArgs {
         let stopped = |mut rx: watch::Receiver<bool>| async move {
             let _ = rx.wait_for(|s| *s).await;
         };
-        let scraper = tokio::spawn(crate::scrape::manager::run_with_reload(
+        let scraper = crate::scrape::manager::spawn_on_own_thread(
             mgr.clone(),
             cfg_rx,
             stopped(stop_rx.clone()),
-        ));
+        )
+        .context("starting the scrape thread")?;
         let gpu = if self.no_gpu {
             None
         } else {

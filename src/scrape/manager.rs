@@ -335,6 +335,28 @@ pub async fn run_with_reload(
     }
 }
 
+/// Runs [`run_with_reload`] on a thread of its own with a single-threaded tokio runtime
+/// (the scrape loops, their HTTP connections and their store commits), so that scraping
+/// neither competes with the API's workers nor pays a thread hand-off per commit. The
+/// returned receiver completes when the loops have stopped (after `shutdown`).
+pub fn spawn_on_own_thread(
+    mgr: Arc<ScrapeManager>,
+    configs: watch::Receiver<Config>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<tokio::sync::oneshot::Receiver<()>> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("inferdb-scrape".into())
+        .spawn(move || {
+            rt.block_on(run_with_reload(mgr, configs, shutdown));
+            let _ = done_tx.send(());
+        })?;
+    Ok(done_rx)
+}
+
 /// Reloads the configuration file at `path` on every SIGHUP and sends it on `tx` (the
 /// channel [`run_with_reload`] watches). A file that fails to load is logged and the running
 /// configuration kept. Unix only; elsewhere it does nothing.

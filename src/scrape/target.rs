@@ -798,7 +798,9 @@ impl ScrapeLoop {
         }
         // the store may block (WAL write, a segment roll or fsync under its lock): on a
         // multi-threaded runtime let the worker hand its other scrape loops to another thread
-        // meanwhile, so one slow commit does not delay every target's scrape
+        // meanwhile, so one slow commit does not delay every target's scrape. `serve` runs
+        // the loops on their own single-threaded runtime ([`super::manager::spawn_on_own_thread`])
+        // and commits inline: the hand-off costs more CPU than the rare slow commit.
         let sink = &self.sink;
         let appended = match tokio::runtime::Handle::try_current() {
             Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
