@@ -295,6 +295,12 @@ impl Queryable for inferdb_storage::Db {
                 let (Some(&first), Some(&last)) = (ts.first(), ts.last()) else {
                     continue;
                 };
+                if points.capacity() == 0 {
+                    // chunks of a series hold about as many samples each: size the vector
+                    // once instead of doubling it (each doubling copies and faults in pages)
+                    let per_chunk = ts.len().min(4096);
+                    points.reserve(per_chunk.saturating_mul(s.num_chunks().max(1)) + 1);
+                }
                 let after = points.last().is_none_or(|p| p.t < first);
                 if after && first >= mint && last <= maxt && ts.windows(2).all(|w| w[0] < w[1]) {
                     points.extend(ts.iter().zip(vs).map(|(&t, &f)| FPoint { t, f }));

@@ -6,10 +6,45 @@
 //! spelled as Go spells them. Timestamps are JSON numbers of seconds: integral milliseconds
 //! printed without a fraction when the millisecond part is zero, otherwise with exactly three
 //! decimals. Strings are escaped as Go's `encoding/json` escapes them (HTML-safe).
-
-use std::fmt::Write as _;
+//!
+//! Every writer appends to a [`Sink`]: a `String`, or a `Vec<u8>` for response bodies (query
+//! results are written straight into one byte buffer, without UTF-8 checks per number).
 
 use inferdb_storage::Labels;
+
+/// Where the writers append: `String` or `Vec<u8>`.
+pub trait Sink {
+    /// Appends `s`.
+    fn put(&mut self, s: &str);
+    /// Appends ASCII bytes (digits, punctuation); never called with other bytes.
+    fn put_ascii(&mut self, b: &[u8]);
+    /// Appends one ASCII byte.
+    fn put_byte(&mut self, b: u8);
+}
+
+impl Sink for String {
+    fn put(&mut self, s: &str) {
+        self.push_str(s);
+    }
+    fn put_ascii(&mut self, b: &[u8]) {
+        self.extend(b.iter().map(|&c| char::from(c)));
+    }
+    fn put_byte(&mut self, b: u8) {
+        self.push(char::from(b));
+    }
+}
+
+impl Sink for Vec<u8> {
+    fn put(&mut self, s: &str) {
+        self.extend_from_slice(s.as_bytes());
+    }
+    fn put_ascii(&mut self, b: &[u8]) {
+        self.extend_from_slice(b);
+    }
+    fn put_byte(&mut self, b: u8) {
+        self.push(b);
+    }
+}
 
 /// Formats a sample value as Prometheus does (without the surrounding quotes).
 pub fn format_float(v: f64) -> String {
@@ -19,41 +54,132 @@ pub fn format_float(v: f64) -> String {
 }
 
 /// Appends a sample value formatted as Prometheus does (without quotes) to `out`.
-pub fn push_float(out: &mut String, v: f64) {
-    if v.is_nan() {
-        out.push_str("NaN");
+///
+/// The shortest round-trip digits come from `zmij` (Schubfach), laid out as Go lays them out.
+/// zmij and Go pick the same digits, rounding a tie between two shortest candidates to even (Rust's
+/// `Display` rounds it up: `1197576326630583.25` is `...583.2` in Prometheus and here,
+/// `...583.3` with `{}`); `tests::floats_match_std_formatting` checks the layout against
+/// `Display`/`{:e}` on random bit patterns.
+pub fn push_float<W: Sink + ?Sized>(out: &mut W, v: f64) {
+    if !v.is_finite() {
+        out.put_ascii(if v.is_nan() {
+            b"NaN"
+        } else if v > 0.0 {
+            b"+Inf"
+        } else {
+            b"-Inf"
+        });
         return;
     }
-    if v.is_infinite() {
-        out.push_str(if v > 0.0 { "+Inf" } else { "-Inf" });
-        return;
-    }
+    let mut buf = zmij::Buffer::new();
+    let r = buf.format_finite(v).as_bytes();
     let abs = v.abs();
-    if abs != 0.0 && !(1e-6..1e21).contains(&abs) {
-        // Rust's `{:e}` gives the shortest round-trip mantissa, like Go's precision -1;
-        // only the exponent is written differently ("e-7" vs Go's "e-07").
-        let e = format!("{v:e}");
-        match e.split_once('e') {
-            Some((mant, exp)) => {
-                out.push_str(mant);
-                out.push('e');
-                let (sign, digits) = match exp.strip_prefix('-') {
-                    Some(d) => ('-', d),
-                    None => ('+', exp),
-                };
-                out.push(sign);
-                if digits.len() < 2 {
-                    out.push('0');
-                }
-                out.push_str(digits);
-            }
-            None => out.push_str(&e),
+    // zmij writes plain decimals (`12.5`, `3.0`, `0.00123`) for 1e-5 <= |v| < 1e16 and for
+    // zero: the common case, where Go's plain notation differs only by the `.0` of integers.
+    if abs == 0.0 || (1e-5..1e16).contains(&abs) {
+        out.put_ascii(r.strip_suffix(b".0").unwrap_or(r));
+        return;
+    }
+    push_float_exp(out, r, abs);
+}
+
+/// The rest of [`push_float`]: zmij wrote `r` as `d.ddde±x`; lay it out as Go does.
+#[cold]
+fn push_float_exp<W: Sink + ?Sized>(out: &mut W, r: &[u8], abs: f64) {
+    let (neg, r) = match r.strip_prefix(b"-") {
+        Some(rest) => (true, rest),
+        None => (false, r),
+    };
+    let e_at = r.iter().position(|&c| c == b'e').unwrap_or(r.len());
+    let (mant, exp) = (&r[..e_at], r.get(e_at + 1..).unwrap_or(b"0"));
+    let exp: i32 = std::str::from_utf8(exp)
+        .ok()
+        .and_then(|e| e.parse().ok())
+        .unwrap_or(0);
+    let dot = mant.iter().position(|&c| c == b'.').unwrap_or(mant.len());
+    let (int_part, frac_part) = (&mant[..dot], mant.get(dot + 1..).unwrap_or(b""));
+    // digits d1 d2 ... with the value 0.d1d2... * 10^point
+    let mut digits = [0u8; 40];
+    let mut n = 0;
+    for &b in int_part.iter().chain(frac_part) {
+        if n < digits.len() {
+            digits[n] = b;
+            n += 1;
+        }
+    }
+    let mut point = exp + int_part.len() as i32;
+    // drop leading zeros (a plain `0.00xyz` never reaches here, but stay general)
+    let mut first = 0;
+    while first + 1 < n && digits[first] == b'0' {
+        first += 1;
+        point -= 1;
+    }
+    while n > first + 1 && digits[n - 1] == b'0' {
+        n -= 1;
+    }
+    let d = &digits[first..n];
+    if neg {
+        out.put_byte(b'-');
+    }
+    if !(1e-6..1e21).contains(&abs) {
+        // Go's 'e' with shortest precision: d.ddde-07, 1e+21
+        out.put_ascii(&d[..1]);
+        if d.len() > 1 {
+            out.put_byte(b'.');
+            out.put_ascii(&d[1..]);
+        }
+        let e = point - 1;
+        out.put_byte(b'e');
+        out.put_byte(if e < 0 { b'-' } else { b'+' });
+        let e = e.unsigned_abs();
+        if e < 10 {
+            out.put_byte(b'0');
+        }
+        push_u64(out, u64::from(e));
+    } else if point <= 0 {
+        out.put_ascii(b"0.");
+        for _ in 0..-point {
+            out.put_byte(b'0');
+        }
+        out.put_ascii(d);
+    } else if point as usize >= d.len() {
+        out.put_ascii(d);
+        for _ in d.len()..point as usize {
+            out.put_byte(b'0');
         }
     } else {
-        // Rust's Display never uses exponent notation and prints the shortest round-trip
-        // digits, which is Go's FormatFloat(v, 'f', -1, 64).
-        let _ = write!(out, "{v}");
+        out.put_ascii(&d[..point as usize]);
+        out.put_byte(b'.');
+        out.put_ascii(&d[point as usize..]);
     }
+}
+
+/// Two decimal digits of every number below 100.
+const DIGIT_PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+2021222324252627282930313233343536373839\
+4041424344454647484950515253545556575859\
+6061626364656667686970717273747576777879\
+8081828384858687888990919293949596979899";
+
+/// Appends the decimal digits of `n`, two at a time.
+fn push_u64<W: Sink + ?Sized>(out: &mut W, mut n: u64) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    while n >= 100 {
+        let d = (n % 100) as usize * 2;
+        n /= 100;
+        i -= 2;
+        buf[i..i + 2].copy_from_slice(&DIGIT_PAIRS[d..d + 2]);
+    }
+    if n >= 10 {
+        let d = n as usize * 2;
+        i -= 2;
+        buf[i..i + 2].copy_from_slice(&DIGIT_PAIRS[d..d + 2]);
+    } else {
+        i -= 1;
+        buf[i] = b'0' + n as u8;
+    }
+    out.put_ascii(&buf[i..]);
 }
 
 /// Formats a millisecond timestamp as a JSON number of seconds, as Prometheus does.
@@ -64,22 +190,27 @@ pub fn format_timestamp(t_ms: i64) -> String {
 }
 
 /// Appends a millisecond timestamp as a JSON number of seconds to `out`.
-pub fn push_timestamp(out: &mut String, t_ms: i64) {
+pub fn push_timestamp<W: Sink + ?Sized>(out: &mut W, t_ms: i64) {
     let mut t = t_ms.unsigned_abs();
     if t_ms < 0 {
-        out.push('-');
+        out.put_byte(b'-');
     }
     let secs = t / 1000;
     t %= 1000;
-    let _ = write!(out, "{secs}");
+    push_u64(out, secs);
     if t != 0 {
-        let _ = write!(out, ".{t:03}");
+        out.put_ascii(&[
+            b'.',
+            b'0' + (t / 100) as u8,
+            b'0' + (t / 10 % 10) as u8,
+            b'0' + (t % 10) as u8,
+        ]);
     }
 }
 
 /// Appends `s` as a JSON string literal (with quotes), escaped as Go's `encoding/json` does.
-pub fn push_str(out: &mut String, s: &str) {
-    out.push('"');
+pub fn push_str<W: Sink + ?Sized>(out: &mut W, s: &str) {
+    out.put_byte(b'"');
     let mut start = 0;
     for (i, c) in s.char_indices() {
         let esc: Option<&str> = match c {
@@ -96,70 +227,81 @@ pub fn push_str(out: &mut String, s: &str) {
             c if (c as u32) < 0x20 => None,
             _ => continue,
         };
-        out.push_str(&s[start..i]);
+        out.put(&s[start..i]);
         match esc {
-            Some(e) => out.push_str(e),
+            Some(e) => out.put(e),
             None => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                let c = c as usize;
+                out.put_ascii(&[b'\\', b'u', b'0', b'0', HEX[c >> 4], HEX[c & 15]]);
             }
         }
         start = i + c.len_utf8();
     }
-    out.push_str(&s[start..]);
-    out.push('"');
+    out.put(&s[start..]);
+    out.put_byte(b'"');
 }
 
 /// Appends a label set as a JSON object `{"name":"value",...}` in label order.
-pub fn push_labels(out: &mut String, labels: &Labels) {
-    out.push('{');
+pub fn push_labels<W: Sink + ?Sized>(out: &mut W, labels: &Labels) {
+    out.put_byte(b'{');
     for (i, l) in labels.iter().enumerate() {
         if i > 0 {
-            out.push(',');
+            out.put_byte(b',');
         }
         push_str(out, &l.name);
-        out.push(':');
+        out.put_byte(b':');
         push_str(out, &l.value);
     }
-    out.push('}');
+    out.put_byte(b'}');
 }
 
 /// Appends a `[<ts>,"<value>"]` pair.
-pub fn push_point(out: &mut String, t_ms: i64, v: f64) {
-    out.push('[');
+pub fn push_point<W: Sink + ?Sized>(out: &mut W, t_ms: i64, v: f64) {
+    out.put_byte(b'[');
     push_timestamp(out, t_ms);
-    out.push_str(",\"");
+    out.put_ascii(b",\"");
     push_float(out, v);
-    out.push_str("\"]");
+    out.put_ascii(b"\"]");
 }
 
 /// Appends a JSON array of strings.
-pub fn push_str_array<S: AsRef<str>>(out: &mut String, items: &[S]) {
-    out.push('[');
+pub fn push_str_array<W: Sink + ?Sized, S: AsRef<str>>(out: &mut W, items: &[S]) {
+    out.put_byte(b'[');
     for (i, s) in items.iter().enumerate() {
         if i > 0 {
-            out.push(',');
+            out.put_byte(b',');
         }
         push_str(out, s.as_ref());
     }
-    out.push(']');
+    out.put_byte(b']');
 }
+
+/// How every success body starts; `data` follows.
+pub const SUCCESS_PREFIX: &str = "{\"status\":\"success\",\"data\":";
 
 /// Builds the success envelope `{"status":"success","data":<data>[,"warnings":[..]][,"infos":[..]]}`
 /// around already-encoded `data`. `warnings` and `infos` appear only when non-empty.
 pub fn success_envelope(data: &str, warnings: &[String], infos: &[String]) -> String {
     let mut out = String::with_capacity(data.len() + 64);
-    out.push_str("{\"status\":\"success\",\"data\":");
+    out.push_str(SUCCESS_PREFIX);
     out.push_str(data);
+    push_envelope_tail(&mut out, warnings, infos);
+    out
+}
+
+/// Appends what follows `data` in the success envelope: `warnings` and `infos` when
+/// non-empty, then the closing brace.
+pub fn push_envelope_tail<W: Sink + ?Sized>(out: &mut W, warnings: &[String], infos: &[String]) {
     if !warnings.is_empty() {
-        out.push_str(",\"warnings\":");
-        push_str_array(&mut out, warnings);
+        out.put(",\"warnings\":");
+        push_str_array(out, warnings);
     }
     if !infos.is_empty() {
-        out.push_str(",\"infos\":");
-        push_str_array(&mut out, infos);
+        out.put(",\"infos\":");
+        push_str_array(out, infos);
     }
-    out.push('}');
-    out
+    out.put_byte(b'}');
 }
 
 #[cfg(test)]
@@ -193,6 +335,110 @@ mod tests {
         ];
         for (v, want) in cases {
             assert_eq!(format_float(*v), *want, "value {v:?}");
+        }
+    }
+
+    /// The layout rules written with std's formatting (shortest round-trip digits too): the
+    /// reference the fast path must match.
+    fn reference_float(v: f64) -> String {
+        if v.is_nan() {
+            return "NaN".into();
+        }
+        if v.is_infinite() {
+            return if v > 0.0 { "+Inf" } else { "-Inf" }.into();
+        }
+        let abs = v.abs();
+        if abs != 0.0 && !(1e-6..1e21).contains(&abs) {
+            let e = format!("{v:e}");
+            let (mant, exp) = e.split_once('e').unwrap();
+            let (sign, digits) = match exp.strip_prefix('-') {
+                Some(d) => ('-', d),
+                None => ('+', exp),
+            };
+            let pad = if digits.len() < 2 { "0" } else { "" };
+            format!("{mant}e{sign}{pad}{digits}")
+        } else {
+            format!("{v}")
+        }
+    }
+
+    #[test]
+    fn floats_match_std_formatting() {
+        // random bit patterns (every exponent), random values near the layout thresholds,
+        // integers and short decimals
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let (mut checked, mut ties) = (0, 0);
+        for i in 0..400_000u64 {
+            let r = next();
+            let v = match i % 4 {
+                0 => f64::from_bits(r),
+                1 => {
+                    let e = [-7, -6, -5, -4, 15, 16, 17, 20, 21, 22][(r % 10) as usize];
+                    (1.0 + (r >> 11) as f64 / (1u64 << 53) as f64) * 10f64.powi(e)
+                }
+                2 => (r % 1_000_000_000) as f64 * if r & 1 == 0 { 1.0 } else { -1.0 },
+                _ => (r % 100_000) as f64 / 1000.0,
+            };
+            let (got, want) = (format_float(v), reference_float(v));
+            if got != want {
+                // std rounds a tie between two shortest candidates up, Go (and zmij) to even:
+                // same layout and length, and both read back as `v`
+                assert_eq!(
+                    got.len(),
+                    want.len(),
+                    "bits {:#x}: {got} vs {want}",
+                    v.to_bits()
+                );
+                assert_eq!(
+                    got.parse::<f64>().unwrap(),
+                    v,
+                    "bits {:#x}: {got}",
+                    v.to_bits()
+                );
+                let (g, w) = (got.as_bytes(), want.as_bytes());
+                let last = g.len() - 1;
+                assert!(
+                    g[..last] == w[..last] && g[last] + 1 == w[last],
+                    "bits {:#x}: {got} vs {want}",
+                    v.to_bits()
+                );
+                ties += 1;
+            }
+            checked += 1;
+        }
+        assert_eq!(checked, 400_000);
+        // exact ties need a quarter-unit fraction in the 17th digit: values of ~1e15
+        assert!(
+            ties < checked / 50,
+            "{ties} values formatted differently from std"
+        );
+        // ties as Prometheus 2.42 writes them (checked against its API)
+        // 1197576326630583.25 and .75 (the spacing of floats there is 0.25)
+        assert_eq!(
+            format_float(f64::from_bits(0x4311_04c1_de29_32dd)),
+            "1197576326630583.2"
+        );
+        assert_eq!(
+            format_float(f64::from_bits(0x4311_04c1_de29_32df)),
+            "1197576326630583.8"
+        );
+        for v in [
+            1e-6,
+            1e-5,
+            1e15,
+            1e16,
+            1e21,
+            9.999999999999999e20,
+            123456789012345680.0,
+        ] {
+            assert_eq!(format_float(v), reference_float(v), "{v:e}");
+            assert_eq!(format_float(-v), reference_float(-v), "{v:e}");
         }
     }
 

@@ -89,6 +89,16 @@ impl QueryOptions {
         }
     }
 
+    /// The same options with `time` allowed from now (the deadline moved accordingly); the
+    /// cancel token is shared.
+    pub fn with_time_left(&self, time: Duration) -> Self {
+        QueryOptions {
+            timeout: time,
+            deadline: Instant::now() + time,
+            ..self.clone()
+        }
+    }
+
     /// Whether the query should stop now (canceled or past its deadline).
     pub fn should_stop(&self) -> bool {
         self.cancel.is_canceled() || Instant::now() >= self.deadline
@@ -151,54 +161,93 @@ impl QueryValue {
 
     /// Encodes `{"resultType":...,"result":...}`.
     pub fn to_json(&self) -> String {
-        let mut out = String::with_capacity(256);
-        out.push_str("{\"resultType\":\"");
-        out.push_str(self.result_type());
-        out.push_str("\",\"result\":");
+        let mut out = String::with_capacity(self.json_size_hint());
+        self.write_json(&mut out);
+        out
+    }
+
+    /// About how many bytes [`QueryValue::write_json`] writes (a little more, as a rule), so
+    /// that the response buffer is allocated once.
+    pub fn json_size_hint(&self) -> usize {
+        // `[1796202015.123,"-1234.5678901234567"]` plus the comma: 40 bytes covers nearly
+        // every point; the labels object needs its bytes plus quotes, colon and comma
+        fn labels_len(l: &Labels) -> usize {
+            l.iter()
+                .map(|l| l.name.len() + l.value.len() + 6)
+                .sum::<usize>()
+                + 2
+        }
+        const POINT: usize = 40;
+        64 + match self {
+            QueryValue::Scalar { .. } => POINT,
+            QueryValue::String { s, .. } => s.len() * 2 + POINT,
+            QueryValue::Vector(v) => v.iter().map(|s| labels_len(&s.labels) + 24 + POINT).sum(),
+            QueryValue::Matrix(m) => m
+                .iter()
+                .map(|s| labels_len(&s.labels) + 24 + s.samples.len() * POINT)
+                .sum(),
+        }
+    }
+
+    /// Appends `{"resultType":...,"result":...}` to `out`.
+    pub fn write_json<W: json::Sink + ?Sized>(&self, out: &mut W) {
+        out.put("{\"resultType\":\"");
+        out.put(self.result_type());
+        out.put("\",\"result\":");
         match self {
-            QueryValue::Scalar { t, v } => json::push_point(&mut out, *t, *v),
+            QueryValue::Scalar { t, v } => json::push_point(out, *t, *v),
             QueryValue::String { t, s } => {
-                out.push('[');
-                json::push_timestamp(&mut out, *t);
-                out.push(',');
-                json::push_str(&mut out, s);
-                out.push(']');
+                out.put_byte(b'[');
+                json::push_timestamp(out, *t);
+                out.put_byte(b',');
+                json::push_str(out, s);
+                out.put_byte(b']');
             }
             QueryValue::Vector(v) => {
-                out.push('[');
+                out.put_byte(b'[');
                 for (i, s) in v.iter().enumerate() {
                     if i > 0 {
-                        out.push(',');
+                        out.put_byte(b',');
                     }
-                    out.push_str("{\"metric\":");
-                    json::push_labels(&mut out, &s.labels);
-                    out.push_str(",\"value\":");
-                    json::push_point(&mut out, s.t, s.v);
-                    out.push('}');
+                    out.put("{\"metric\":");
+                    json::push_labels(out, &s.labels);
+                    out.put(",\"value\":");
+                    json::push_point(out, s.t, s.v);
+                    out.put_byte(b'}');
                 }
-                out.push(']');
+                out.put_byte(b']');
             }
             QueryValue::Matrix(m) => {
-                out.push('[');
+                out.put_byte(b'[');
                 for (i, s) in m.iter().enumerate() {
                     if i > 0 {
-                        out.push(',');
+                        out.put_byte(b',');
                     }
-                    out.push_str("{\"metric\":");
-                    json::push_labels(&mut out, &s.labels);
-                    out.push_str(",\"values\":[");
+                    out.put("{\"metric\":");
+                    json::push_labels(out, &s.labels);
+                    out.put(",\"values\":[");
                     for (j, (t, v)) in s.samples.iter().enumerate() {
                         if j > 0 {
-                            out.push(',');
+                            out.put_byte(b',');
                         }
-                        json::push_point(&mut out, *t, *v);
+                        json::push_point(out, *t, *v);
                     }
-                    out.push_str("]}");
+                    out.put("]}");
                 }
-                out.push(']');
+                out.put_byte(b']');
             }
         }
-        out.push('}');
+        out.put_byte(b'}');
+    }
+
+    /// The whole success response body, `{"status":"success","data":<value>[,"warnings":..]
+    /// [,"infos":..]}`, written into one buffer allocated once.
+    pub fn success_json(&self, warnings: &[String], infos: &[String]) -> Vec<u8> {
+        let extra: usize = warnings.iter().chain(infos).map(|w| w.len() * 6 + 4).sum();
+        let mut out = Vec::with_capacity(self.json_size_hint() + extra + 64);
+        out.extend_from_slice(json::SUCCESS_PREFIX.as_bytes());
+        self.write_json(&mut out);
+        json::push_envelope_tail(&mut out, warnings, infos);
         out
     }
 
@@ -485,6 +534,32 @@ mod tests {
             QueryValue::Vector(vec![]).to_json(),
             r#"{"resultType":"vector","result":[]}"#
         );
+    }
+
+    #[test]
+    fn success_json_is_the_envelope_around_to_json() {
+        let m = QueryValue::Matrix(vec![
+            MatrixSeries {
+                labels: Labels::from_pairs([("__name__", "x"), ("job", "a<b")]),
+                samples: (0..100)
+                    .map(|i| (1_796_202_015_000 + i * 15_000 + i % 7, i as f64 / 3.0))
+                    .collect(),
+            },
+            MatrixSeries {
+                labels: Labels::default(),
+                samples: vec![(-1, -1e-7), (0, 1e300)],
+            },
+        ]);
+        let w = ["w\"1".to_string()];
+        for (warnings, infos) in [(&[][..], &[][..]), (&w[..], &w[..])] {
+            let body = String::from_utf8(m.success_json(warnings, infos)).unwrap();
+            assert_eq!(body, json::success_envelope(&m.to_json(), warnings, infos));
+            let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+            assert_eq!(v["data"]["result"][0]["values"][1][1], "0.3333333333333333");
+            assert_eq!(v["data"]["result"][1]["values"][0][1], "-1e-07");
+            // the size hint covers the body: one allocation
+            assert!(m.json_size_hint() >= m.to_json().len());
+        }
     }
 
     #[test]

@@ -3,11 +3,12 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::extract::State;
+use axum::http::StatusCode;
 use axum::response::Response;
 
 use super::error::ApiError;
 use super::params::Params;
-use super::router::{success, ApiState};
+use super::router::{json_response, ApiState, InlineKey};
 use super::QueryOptions;
 
 /// Milliseconds since the Unix epoch, now.
@@ -59,14 +60,19 @@ pub(crate) async fn handle(
     let opts = query_options(&state, &params)?;
     let query = params.get("query").unwrap_or("").to_string();
     let (timeout, cancel) = (opts.timeout, opts.cancel.clone());
+    let inline = InlineKey::new(&query, 0);
     let mut out = state
-        .run_blocking(timeout, cancel, move |b| {
+        .run_query(timeout, cancel, inline, move |b, time_left| {
             checked_query(b, &query)?;
+            let opts = opts.with_time_left(time_left);
             b.instant_query(&query, t, &opts)
         })
         .await?;
     if out.value.truncate(limit) {
         out.warnings.push("results truncated due to limit".into());
     }
-    Ok(success(&out.value.to_json(), &out.warnings, &out.infos))
+    Ok(json_response(
+        StatusCode::OK,
+        out.value.success_json(&out.warnings, &out.infos),
+    ))
 }

@@ -1,12 +1,13 @@
 //! `/api/v1/query_range`: range queries.
 
 use axum::extract::State;
+use axum::http::StatusCode;
 use axum::response::Response;
 
 use super::error::ApiError;
 use super::params::{parse_duration_ns, Params};
 use super::query::{checked_query, query_options};
-use super::router::{success, ApiState};
+use super::router::{json_response, ApiState, InlineKey};
 use super::{ExprType, MAX_POINTS_PER_SERIES};
 
 /// Handles GET and POST `/api/v1/query_range`.
@@ -42,8 +43,9 @@ pub(crate) async fn handle(
     let opts = query_options(&state, &params)?;
     let query = params.get("query").unwrap_or("").to_string();
     let (timeout, cancel) = (opts.timeout, opts.cancel.clone());
+    let inline = InlineKey::new(&query, end.saturating_sub(start) / step_ms);
     let mut out = state
-        .run_blocking(timeout, cancel, move |b| {
+        .run_query(timeout, cancel, inline, move |b, time_left| {
             let typ = checked_query(b, &query)?;
             if !matches!(typ, ExprType::Scalar | ExprType::Vector) {
                 return Err(ApiError::invalid_param(
@@ -54,11 +56,15 @@ pub(crate) async fn handle(
                     ),
                 ));
             }
+            let opts = opts.with_time_left(time_left);
             b.range_query(&query, start, end, step_ms, &opts)
         })
         .await?;
     if out.value.truncate(limit) {
         out.warnings.push("results truncated due to limit".into());
     }
-    Ok(success(&out.value.to_json(), &out.warnings, &out.infos))
+    Ok(json_response(
+        StatusCode::OK,
+        out.value.success_json(&out.warnings, &out.infos),
+    ))
 }

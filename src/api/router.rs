@@ -71,11 +71,14 @@ impl Default for ApiConfig {
     }
 }
 
+/// Request count and seconds per (handler, status code).
+pub(crate) type RequestCounts = BTreeMap<(&'static str, u16), (u64, f64)>;
+
 /// Request counters for inferdb's own `/metrics`.
 #[derive(Debug, Default)]
 pub(crate) struct HttpMetrics {
     /// (handler, code) -> (count, seconds)
-    pub requests: Mutex<BTreeMap<(String, u16), (u64, f64)>>,
+    pub requests: Mutex<RequestCounts>,
 }
 
 struct Inner {
@@ -87,6 +90,8 @@ struct Inner {
     start_time: SystemTime,
     ready: AtomicBool,
     remote: std::sync::OnceLock<Arc<crate::remote::receiver::RemoteStore>>,
+    /// Queries (see [`InlineKey`]) that did not finish within [`INLINE_BUDGET`] last time.
+    too_big_inline: Mutex<std::collections::HashSet<u64>>,
 }
 
 /// The state shared by every handler (cheap to clone).
@@ -113,6 +118,7 @@ impl ApiState {
                 start_time: SystemTime::now(),
                 ready: AtomicBool::new(true),
                 remote: std::sync::OnceLock::new(),
+                too_big_inline: Mutex::new(std::collections::HashSet::new()),
             }),
         }
     }
@@ -208,6 +214,116 @@ impl ApiState {
     }
 }
 
+/// How long a query may run on the async worker that received it. Most dashboard queries
+/// finish well within this, and answering them there saves the hand-off to the blocking pool
+/// and back (two thread wake-ups); a query that is not done by then is stopped and evaluated
+/// again from the start on the blocking pool, so a worker is never held for longer (the engine
+/// checks its deadline at least once per series loaded and per block of steps). The same
+/// query (text and number of steps) then goes straight to the pool until a run there takes
+/// less than this again, so a large query is evaluated twice at most once.
+pub(crate) const INLINE_BUDGET: Duration = Duration::from_micros(1500);
+
+/// Queries longer than this are parsed on the blocking pool only; so are queries with regex
+/// matchers (compiling a regex can take long). Parsing anything else costs microseconds.
+const INLINE_MAX_QUERY_BYTES: usize = 4096;
+
+/// The most queries remembered as too big to run inline; the set is emptied when full.
+const MAX_REMEMBERED: usize = 4096;
+
+/// Which query a request runs, for [`ApiState::run_query`]'s memory of large queries: the
+/// query text and the number of steps (a dashboard repeats both while its range moves on).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct InlineKey(u64);
+
+impl InlineKey {
+    /// The key of `query` over `steps` steps (0 for an instant query); `None` when the query
+    /// must not be parsed on an async worker at all (long, or with regex matchers, whose
+    /// compilation can take long).
+    pub(crate) fn new(query: &str, steps: i64) -> Option<Self> {
+        use std::hash::{Hash, Hasher};
+        if query.len() > INLINE_MAX_QUERY_BYTES || query.contains("=~") || query.contains("!~") {
+            return None;
+        }
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        query.hash(&mut h);
+        steps.hash(&mut h);
+        Some(InlineKey(h.finish()))
+    }
+}
+
+impl ApiState {
+    fn remember_big(&self, key: InlineKey, big: bool) {
+        if let Ok(mut set) = self.inner.too_big_inline.lock() {
+            if big {
+                if set.len() >= MAX_REMEMBERED {
+                    set.clear();
+                }
+                set.insert(key.0);
+            } else {
+                set.remove(&key.0);
+            }
+        }
+    }
+
+    fn known_big(&self, key: InlineKey) -> bool {
+        self.inner
+            .too_big_inline
+            .lock()
+            .map(|set| set.contains(&key.0))
+            .unwrap_or(true)
+    }
+
+    /// Runs a query: first on this async worker within [`INLINE_BUDGET`] when `inline` is
+    /// given, the query was not too big for that last time and a query slot is free right now;
+    /// then, if that did not finish (or was not tried), on the blocking pool as
+    /// [`ApiState::run_blocking`] does, within what is left of `timeout`.
+    ///
+    /// `f` gets the backend and the time it may run; it must stop with
+    /// [`ErrorType::Timeout`](super::ErrorType::Timeout) once that has passed (the engine
+    /// does). A timeout of the inline attempt before `timeout` itself has passed means
+    /// "not finished yet", never an error to the client.
+    pub(crate) async fn run_query<T, F>(
+        &self,
+        timeout: Duration,
+        cancel: CancelToken,
+        inline: Option<InlineKey>,
+        f: F,
+    ) -> Result<T, ApiError>
+    where
+        T: Send + 'static,
+        F: Fn(&dyn ApiBackend, Duration) -> Result<T, ApiError> + Send + Sync + 'static,
+    {
+        let start = Instant::now();
+        if let Some(key) = inline {
+            if timeout > INLINE_BUDGET && !self.known_big(key) {
+                if let Ok(permit) = self.inner.query_slots.try_acquire() {
+                    let r = f(&*self.inner.backend, INLINE_BUDGET);
+                    drop(permit);
+                    match r {
+                        Err(e) if e.typ == super::ErrorType::Timeout => {
+                            self.remember_big(key, true)
+                        }
+                        r => return r,
+                    }
+                }
+            }
+        }
+        let left = timeout.saturating_sub(start.elapsed());
+        let state = self.clone();
+        self.run_blocking(left, cancel, move |b| {
+            let t0 = Instant::now();
+            let r = f(b, left);
+            if let Some(key) = inline {
+                if t0.elapsed() < INLINE_BUDGET / 2 {
+                    state.remember_big(key, false);
+                }
+            }
+            r
+        })
+        .await
+    }
+}
+
 /// A JSON success response around already-encoded `data`.
 pub(crate) fn success(data: &str, warnings: &[String], infos: &[String]) -> Response {
     json_response(
@@ -217,8 +333,8 @@ pub(crate) fn success(data: &str, warnings: &[String], infos: &[String]) -> Resp
 }
 
 /// A response with `Content-Type: application/json`.
-pub(crate) fn json_response(status: StatusCode, body: String) -> Response {
-    let mut r = (status, body).into_response();
+pub(crate) fn json_response(status: StatusCode, body: impl Into<axum::body::Body>) -> Response {
+    let mut r = (status, body.into()).into_response();
     r.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
@@ -244,7 +360,7 @@ async fn track(State(state): State<ApiState>, mut req: Request, next: Next) -> R
 }
 
 /// A bounded-cardinality name for the request's endpoint.
-fn handler_name(path: &str) -> String {
+fn handler_name(path: &str) -> &'static str {
     const KNOWN: &[&str] = &[
         "/api/v1/query",
         "/api/v1/query_range",
@@ -271,13 +387,13 @@ fn handler_name(path: &str) -> String {
         "/metrics",
     ];
     if path.starts_with("/api/v1/label/") && path.ends_with("/values") {
-        return "/api/v1/label/:name/values".to_string();
+        return "/api/v1/label/:name/values";
     }
     KNOWN
         .iter()
         .find(|k| **k == path)
-        .map(|k| k.to_string())
-        .unwrap_or_else(|| "other".to_string())
+        .copied()
+        .unwrap_or("other")
 }
 
 async fn not_found() -> Response {
