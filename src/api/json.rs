@@ -61,6 +61,16 @@ pub fn format_float(v: f64) -> String {
 /// `...583.3` with `{}`); `tests::floats_match_std_formatting` checks the layout against
 /// `Display`/`{:e}` on random bit patterns.
 pub fn push_float<W: Sink + ?Sized>(out: &mut W, v: f64) {
+    push_float_as(out, v, false);
+}
+
+/// Appends a scalar result's value as Prometheus does: Go's `'f'` layout with the shortest
+/// digits, never an exponent (`1e-7` is `0.0000001` here, where a sample value gives `1e-07`).
+pub fn push_float_plain<W: Sink + ?Sized>(out: &mut W, v: f64) {
+    push_float_as(out, v, true);
+}
+
+fn push_float_as<W: Sink + ?Sized>(out: &mut W, v: f64, plain: bool) {
     if !v.is_finite() {
         out.put_ascii(if v.is_nan() {
             b"NaN"
@@ -80,12 +90,13 @@ pub fn push_float<W: Sink + ?Sized>(out: &mut W, v: f64) {
         out.put_ascii(r.strip_suffix(b".0").unwrap_or(r));
         return;
     }
-    push_float_exp(out, r, abs);
+    push_float_exp(out, r, abs, plain);
 }
 
-/// The rest of [`push_float`]: zmij wrote `r` as `d.ddde±x`; lay it out as Go does.
+/// The rest of [`push_float`]: zmij wrote `r` as `d.ddde±x`; lay it out as Go does (`plain`:
+/// Go's `'f'` layout, otherwise `'e'` outside 1e-6 <= |v| < 1e21).
 #[cold]
-fn push_float_exp<W: Sink + ?Sized>(out: &mut W, r: &[u8], abs: f64) {
+fn push_float_exp<W: Sink + ?Sized>(out: &mut W, r: &[u8], abs: f64, plain: bool) {
     let (neg, r) = match r.strip_prefix(b"-") {
         Some(rest) => (true, rest),
         None => (false, r),
@@ -121,7 +132,7 @@ fn push_float_exp<W: Sink + ?Sized>(out: &mut W, r: &[u8], abs: f64) {
     if neg {
         out.put_byte(b'-');
     }
-    if !(1e-6..1e21).contains(&abs) {
+    if !plain && !(1e-6..1e21).contains(&abs) {
         // Go's 'e' with shortest precision: d.ddde-07, 1e+21
         out.put_ascii(&d[..1]);
         if d.len() > 1 {
@@ -262,6 +273,15 @@ pub fn push_point<W: Sink + ?Sized>(out: &mut W, t_ms: i64, v: f64) {
     push_timestamp(out, t_ms);
     out.put_ascii(b",\"");
     push_float(out, v);
+    out.put_ascii(b"\"]");
+}
+
+/// Appends a scalar result `[<ts>,"<value>"]`, the value in plain notation.
+pub fn push_scalar<W: Sink + ?Sized>(out: &mut W, t_ms: i64, v: f64) {
+    out.put_byte(b'[');
+    push_timestamp(out, t_ms);
+    out.put_ascii(b",\"");
+    push_float_plain(out, v);
     out.put_ascii(b"\"]");
 }
 

@@ -195,7 +195,7 @@ impl QueryValue {
         out.put(self.result_type());
         out.put("\",\"result\":");
         match self {
-            QueryValue::Scalar { t, v } => json::push_point(out, *t, *v),
+            QueryValue::Scalar { t, v } => json::push_scalar(out, *t, *v),
             QueryValue::String { t, s } => {
                 out.put_byte(b'[');
                 json::push_timestamp(out, *t);
@@ -505,6 +505,28 @@ mod tests {
     fn query_value_json() {
         let v = QueryValue::Scalar { t: 4000, v: 2.0 };
         assert_eq!(v.to_json(), r#"{"resultType":"scalar","result":[4,"2"]}"#);
+        // Prometheus writes a scalar result with Go's 'f' layout, a sample with 'e' when small
+        let v = QueryValue::Scalar { t: 4000, v: 1e-7 };
+        assert_eq!(
+            v.to_json(),
+            r#"{"resultType":"scalar","result":[4,"0.0000001"]}"#
+        );
+        let v = QueryValue::Scalar {
+            t: 4000,
+            v: -2.5e22,
+        };
+        assert_eq!(
+            v.to_json(),
+            r#"{"resultType":"scalar","result":[4,"-25000000000000000000000"]}"#
+        );
+        let v = QueryValue::Scalar {
+            t: 4000,
+            v: f64::NEG_INFINITY,
+        };
+        assert_eq!(
+            v.to_json(),
+            r#"{"resultType":"scalar","result":[4,"-Inf"]}"#
+        );
         let m = QueryValue::Matrix(vec![MatrixSeries {
             labels: Labels::from_pairs([("model_name", "m")]),
             samples: vec![(1_753_984_820_000, f64::NAN), (1_753_984_840_000, 2.4375)],
