@@ -64,12 +64,6 @@ pub fn push_float<W: Sink + ?Sized>(out: &mut W, v: f64) {
     push_float_as(out, v, false);
 }
 
-/// Appends a scalar result's value as Prometheus does: Go's `'f'` layout with the shortest
-/// digits, never an exponent (`1e-7` is `0.0000001` here, where a sample value gives `1e-07`).
-pub fn push_float_plain<W: Sink + ?Sized>(out: &mut W, v: f64) {
-    push_float_as(out, v, true);
-}
-
 fn push_float_as<W: Sink + ?Sized>(out: &mut W, v: f64, plain: bool) {
     if !v.is_finite() {
         out.put_ascii(if v.is_nan() {
@@ -269,19 +263,21 @@ pub fn push_labels<W: Sink + ?Sized>(out: &mut W, labels: &Labels) {
 
 /// Appends a `[<ts>,"<value>"]` pair.
 pub fn push_point<W: Sink + ?Sized>(out: &mut W, t_ms: i64, v: f64) {
-    out.put_byte(b'[');
-    push_timestamp(out, t_ms);
-    out.put_ascii(b",\"");
-    push_float(out, v);
-    out.put_ascii(b"\"]");
+    push_pair(out, t_ms, v, false);
 }
 
-/// Appends a scalar result `[<ts>,"<value>"]`, the value in plain notation.
+/// Appends a scalar result `[<ts>,"<value>"]` as Prometheus does: the value in Go's `'f'`
+/// layout with the shortest digits, never an exponent (`1e-7` is `0.0000001` here, where a
+/// sample value gives `1e-07`).
 pub fn push_scalar<W: Sink + ?Sized>(out: &mut W, t_ms: i64, v: f64) {
+    push_pair(out, t_ms, v, true);
+}
+
+fn push_pair<W: Sink + ?Sized>(out: &mut W, t_ms: i64, v: f64, plain: bool) {
     out.put_byte(b'[');
     push_timestamp(out, t_ms);
     out.put_ascii(b",\"");
-    push_float_plain(out, v);
+    push_float_as(out, v, plain);
     out.put_ascii(b"\"]");
 }
 
