@@ -306,6 +306,8 @@ pub(crate) const EXCEPTION: u64 = u64::MAX;
 /// Cap on a residual's contribution to the running mean (keeps the state within `u32`; larger
 /// residuals are escaped).
 const RICE_CAP: u64 = 1 << 27;
+/// Largest parameter [`Rice::decode_word`] decodes: with `q < 16`, `z < 16 << 23 = RICE_CAP`.
+const WORD_MAX_K: u32 = 23;
 
 /// Adaptive Rice coder for unsigned residuals. The parameter `k` follows a running mean of the
 /// recent residuals (an exponential moving average with weight 1/16), which the decoder
@@ -376,16 +378,17 @@ impl Rice {
         let q = (!word).leading_zeros();
         let total = q + 1 + k;
         // q < RICE_ESCAPE is implied by total <= avail <= 57 only for large k: check both
-        if q >= RICE_ESCAPE || total > avail {
+        // k <= WORD_MAX_K keeps z under RICE_CAP, so the state update needs no `min` (two
+        // cycles less on the serial chain from one parameter to the next)
+        if q >= RICE_ESCAPE || total > avail || k > WORD_MAX_K {
             return None;
         }
-        let low = if k == 0 {
-            0
-        } else {
-            (word << (q + 1)) >> (64 - k)
-        };
+        // the bit after the q ones is a zero, so the top k + 1 bits of `word << q` are the
+        // low k bits of z: one shift, and no k == 0 special case (q < 16, k <= 23)
+        let low = (word << q) >> (63 - k);
         let z = (u64::from(q) << k) | low;
-        self.update(z);
+        debug_assert!(z < RICE_CAP);
+        self.m = self.m - (self.m >> 4) + z as u32;
         Some((z, total))
     }
 
@@ -399,11 +402,8 @@ impl Rice {
             if q + 1 + k <= 64 {
                 // fast path: prefix and payload within the peeked word
                 let total = q + 1 + k;
-                let low = if k == 0 {
-                    0
-                } else {
-                    (p << (q + 1)) >> (64 - k)
-                };
+                // as in `decode_word`: the zero after the prefix tops the low bits
+                let low = (p << q) >> (63 - k);
                 // peek guarantees 57 real bits; longer codes fall back to a second read
                 if total <= 57 {
                     r.skip(total);
