@@ -754,6 +754,56 @@ mod tests {
         assert_eq!(r.remaining(), 0);
     }
 
+    /// `decode_word` (word-ahead path) gives what `decode` gives, or `None`, for residuals
+    /// that drive the parameter from 0 up past `WORD_MAX_K` and back (every k, k == 0, the
+    /// cap and escapes included).
+    #[test]
+    fn rice_word_decoding_matches_decode() {
+        let mut values = Vec::new();
+        for b in 0..40u32 {
+            for j in 0..20u64 {
+                let top = 1u64 << b;
+                values.push(top | (j.wrapping_mul(0x9E37_79B9_7F4A_7C15) & (top - 1)));
+            }
+        }
+        for b in (0..40u32).rev() {
+            for j in 0..20u64 {
+                values.push((1u64 << b) + j % 3);
+            }
+        }
+        values.extend([0, 0, 0, 1, 0, RICE_CAP - 1, RICE_CAP, RICE_CAP + 1, 0]);
+        let mut w = BitWriter::new();
+        let mut e = Rice::default();
+        for &v in &values {
+            e.encode(v, &mut w);
+        }
+        let mut r = BitReader::new(w.bytes(), w.bit_len());
+        let (mut d, mut dw) = (Rice::default(), Rice::default());
+        let (mut words, mut max_k) = (0, 0);
+        for &v in &values {
+            max_k = max_k.max(d.k());
+            let pos = r.pos();
+            let word = r.peek();
+            let got = dw.decode_word(word, 57);
+            assert_eq!(d.decode(&mut r), v);
+            match got {
+                Some((z, used)) => {
+                    words += 1;
+                    assert_eq!(z, v);
+                    assert_eq!(u64::from(used), r.pos() - pos);
+                }
+                None => dw = d,
+            }
+            assert_eq!(dw.m, d.m, "state after {v}");
+        }
+        assert!(max_k > WORD_MAX_K, "the parameter reached {max_k} only");
+        assert!(
+            words > values.len() / 2,
+            "{words} of {} by word",
+            values.len()
+        );
+    }
+
     #[test]
     fn sparse_round_trip_and_cost() {
         let cases: Vec<Vec<u64>> = vec![
