@@ -103,6 +103,14 @@ pub fn check_auth(
     Ok(())
 }
 
+/// Joins a relative file path onto `base` (the configuration file's folder), as Prometheus'
+/// `config.JoinDir` does; empty and absolute paths are left alone.
+pub fn join_dir(base: &Path, file: &mut String) {
+    if !file.is_empty() && Path::new(file.as_str()).is_relative() {
+        *file = base.join(&*file).to_string_lossy().into_owned();
+    }
+}
+
 /// Makes the relative secret files of `basic_auth` and `authorization` relative to `base`
 /// (the configuration file's folder), as Prometheus does.
 pub fn resolve_secret_files(
@@ -115,8 +123,19 @@ pub fn resolve_secret_files(
         .into_iter()
         .chain(authorization.and_then(|a| a.credentials_file.as_mut()));
     for f in files {
-        if Path::new(f.as_str()).is_relative() {
-            *f = base.join(&*f).to_string_lossy().into_owned();
+        join_dir(base, f);
+    }
+}
+
+impl TlsConfig {
+    /// Makes the relative `ca_file`, `cert_file` and `key_file` relative to `base` (the
+    /// configuration file's folder), as Prometheus does.
+    pub fn resolve_files(&mut self, base: &Path) {
+        for f in [&mut self.ca_file, &mut self.cert_file, &mut self.key_file]
+            .into_iter()
+            .flatten()
+        {
+            join_dir(base, f);
         }
     }
 }
@@ -174,5 +193,19 @@ mod tests {
         resolve_secret_files(b.as_mut(), a.as_mut(), Path::new("/etc/inferdb"));
         assert_eq!(b.unwrap().password_file.as_deref(), Some("/etc/inferdb/pw"));
         assert_eq!(a.unwrap().credentials_file.as_deref(), Some("/abs/tok"));
+    }
+
+    #[test]
+    fn tls_files_are_relative_to_the_config_folder() {
+        let mut t: TlsConfig =
+            serde_yaml::from_str("{ca_file: ca.pem, cert_file: sub/c.pem, key_file: /k.pem}")
+                .unwrap();
+        t.resolve_files(Path::new("/etc/inferdb"));
+        assert_eq!(t.ca_file.as_deref(), Some("/etc/inferdb/ca.pem"));
+        assert_eq!(t.cert_file.as_deref(), Some("/etc/inferdb/sub/c.pem"));
+        assert_eq!(t.key_file.as_deref(), Some("/k.pem"));
+        let mut empty = String::new();
+        join_dir(Path::new("/etc"), &mut empty);
+        assert_eq!(empty, "");
     }
 }

@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer};
 
 use super::relabel::RelabelConfig;
-use crate::http_config::check_auth;
+use crate::http_config::{check_auth, join_dir, resolve_secret_files};
 pub use crate::http_config::{Authorization, BasicAuth, TlsConfig};
 
 /// A configuration error; the message names the field and line where serde_yaml knows them.
@@ -468,6 +468,21 @@ impl ScrapeConfig {
             None => g.timeout().min(self.interval(g)),
         }
     }
+    /// Makes the job's relative file paths (`file_sd_configs` files, `password_file`,
+    /// `credentials_file`, `tls_config` `ca_file`/`cert_file`/`key_file`) relative to `dir`,
+    /// the folder of the file that holds the job, as Prometheus' `SetDirectory` does.
+    pub fn set_directory(&mut self, dir: &Path) {
+        for f in &mut self.file_sd_configs {
+            for file in &mut f.files {
+                join_dir(dir, file);
+            }
+        }
+        resolve_secret_files(self.basic_auth.as_mut(), self.authorization.as_mut(), dir);
+        if let Some(t) = &mut self.tls_config {
+            t.resolve_files(dir);
+        }
+    }
+
     /// A job scraping `urls` (quick start without a file): `http://host:port/path`.
     pub fn from_urls(job: &str, urls: &[String]) -> Result<Vec<ScrapeConfig>, ConfigError> {
         let mut out = vec![];
@@ -498,7 +513,8 @@ impl ScrapeConfig {
 }
 
 impl Config {
-    /// Parses a configuration from YAML text; `base_dir` resolves relative file paths.
+    /// Parses a configuration from YAML text; relative file paths stay as written (relative
+    /// to the current folder); [`Config::load`] makes them relative to the file's folder.
     pub fn parse(text: &str) -> Result<Config, ConfigError> {
         let mut c: Config =
             serde_yaml::from_str(text).map_err(|e| ConfigError::Yaml(e.to_string()))?;
@@ -515,6 +531,7 @@ impl Config {
         let mut c: Config = serde_yaml::from_str(&text)
             .map_err(|e| ConfigError::Yaml(format!("{}: {e}", path.display())))?;
         let base = path.parent().unwrap_or(Path::new("."));
+        let mut extra = vec![];
         for f in c.scrape_config_files.clone() {
             let p = base.join(&f);
             #[derive(Deserialize)]
@@ -527,19 +544,17 @@ impl Config {
                 path: p.clone(),
                 source,
             })?;
-            let e: Extra = serde_yaml::from_str(&t)
+            let mut e: Extra = serde_yaml::from_str(&t)
                 .map_err(|e| ConfigError::Yaml(format!("{}: {e}", p.display())))?;
-            c.scrape_configs.extend(e.scrape_configs);
+            for sc in &mut e.scrape_configs {
+                sc.set_directory(p.parent().unwrap_or(Path::new(".")));
+            }
+            extra.extend(e.scrape_configs);
         }
         for sc in &mut c.scrape_configs {
-            for f in &mut sc.file_sd_configs {
-                for file in &mut f.files {
-                    if Path::new(file).is_relative() {
-                        *file = base.join(&*file).to_string_lossy().into_owned();
-                    }
-                }
-            }
+            sc.set_directory(base);
         }
+        c.scrape_configs.extend(extra);
         c.check()?;
         Ok(c)
     }
@@ -746,6 +761,64 @@ scrape_configs:
         assert_eq!(parse_bytes("50MB").unwrap(), 50 << 20);
         assert_eq!(parse_bytes("0").unwrap(), 0);
         assert!(parse_bytes("5XB").is_err());
+    }
+
+    /// Prometheus joins every relative file path of a job onto the folder of the file that
+    /// holds the job (`SetDirectory`), not onto the current folder.
+    #[test]
+    fn relative_files_resolve_against_the_config_folder() {
+        use crate::scrape::target::{read_file_sd, Auth};
+        let d = tempfile::tempdir().unwrap();
+        let etc = d.path().join("etc");
+        std::fs::create_dir_all(etc.join("jobs.d")).unwrap();
+        std::fs::write(etc.join("pw"), "secret\n").unwrap();
+        std::fs::write(etc.join("jobs.d/token"), "tok\n").unwrap();
+        std::fs::write(etc.join("sd.yml"), "- targets: ['a:1']\n").unwrap();
+        std::fs::write(
+            etc.join("prometheus.yml"),
+            r#"scrape_config_files: [jobs.d/extra.yml]
+scrape_configs:
+  - job_name: main
+    basic_auth: {username: u, password_file: pw}
+    tls_config: {ca_file: ca.pem, cert_file: /abs/c.pem, key_file: k.pem}
+    file_sd_configs: [{files: [sd.yml]}]
+"#,
+        )
+        .unwrap();
+        std::fs::write(
+            etc.join("jobs.d/extra.yml"),
+            r#"scrape_configs:
+  - job_name: extra
+    authorization: {credentials_file: token}
+    tls_config: {ca_file: ca.pem}
+    file_sd_configs: [{files: ['../sd.yml']}]
+"#,
+        )
+        .unwrap();
+        // the current folder is not the configuration's
+        assert_ne!(std::env::current_dir().unwrap(), etc);
+        let c = Config::load(&etc.join("prometheus.yml")).unwrap();
+        let (main, extra) = (&c.scrape_configs[0], &c.scrape_configs[1]);
+        match Auth::from_config(main).unwrap() {
+            Auth::Basic(u, pw) => assert_eq!((u.as_str(), pw.as_deref()), ("u", Some("secret"))),
+            o => panic!("{o:?}"),
+        }
+        match Auth::from_config(extra).unwrap() {
+            Auth::Header(h) => assert_eq!(h, "Bearer tok"),
+            o => panic!("{o:?}"),
+        }
+        let tls = main.tls_config.as_ref().unwrap();
+        let s = |p: &Path| Some(p.to_string_lossy().into_owned());
+        assert_eq!(tls.ca_file, s(&etc.join("ca.pem")));
+        assert_eq!(tls.cert_file.as_deref(), Some("/abs/c.pem"));
+        assert_eq!(tls.key_file, s(&etc.join("k.pem")));
+        let extra_tls = extra.tls_config.as_ref().unwrap();
+        assert_eq!(extra_tls.ca_file, s(&etc.join("jobs.d/ca.pem")));
+        for sc in [main, extra] {
+            let (groups, errs) = read_file_sd(&sc.file_sd_configs[0].files);
+            assert!(errs.is_empty(), "{errs:?}");
+            assert_eq!(groups[0].targets, vec!["a:1"]);
+        }
     }
 
     #[test]
