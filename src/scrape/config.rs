@@ -13,6 +13,7 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer};
 
 use super::relabel::RelabelConfig;
+use super::target::glob_match;
 use crate::http_config::{check_auth, join_dir, resolve_secret_files};
 pub use crate::http_config::{Authorization, BasicAuth, TlsConfig};
 
@@ -141,7 +142,8 @@ pub struct Config {
     /// The jobs.
     #[serde(default)]
     pub scrape_configs: Vec<ScrapeConfig>,
-    /// Other files of scrape configs (Prometheus 2.43+); read and appended.
+    /// Other files of scrape configs (Prometheus 2.43+), glob patterns in the last path
+    /// element allowed; read and appended, their jobs' files relative to their own folder.
     #[serde(default)]
     pub scrape_config_files: Vec<String>,
     #[serde(default)]
@@ -532,24 +534,25 @@ impl Config {
             .map_err(|e| ConfigError::Yaml(format!("{}: {e}", path.display())))?;
         let base = path.parent().unwrap_or(Path::new("."));
         let mut extra = vec![];
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Extra {
+            #[serde(default)]
+            scrape_configs: Vec<ScrapeConfig>,
+        }
         for f in c.scrape_config_files.clone() {
-            let p = base.join(&f);
-            #[derive(Deserialize)]
-            #[serde(deny_unknown_fields)]
-            struct Extra {
-                #[serde(default)]
-                scrape_configs: Vec<ScrapeConfig>,
+            for p in glob_files(&base.join(&f)) {
+                let t = std::fs::read_to_string(&p).map_err(|source| ConfigError::Io {
+                    path: p.clone(),
+                    source,
+                })?;
+                let mut e: Extra = serde_yaml::from_str(&t)
+                    .map_err(|e| ConfigError::Yaml(format!("{}: {e}", p.display())))?;
+                for sc in &mut e.scrape_configs {
+                    sc.set_directory(p.parent().unwrap_or(Path::new(".")));
+                }
+                extra.extend(e.scrape_configs);
             }
-            let t = std::fs::read_to_string(&p).map_err(|source| ConfigError::Io {
-                path: p.clone(),
-                source,
-            })?;
-            let mut e: Extra = serde_yaml::from_str(&t)
-                .map_err(|e| ConfigError::Yaml(format!("{}: {e}", p.display())))?;
-            for sc in &mut e.scrape_configs {
-                sc.set_directory(p.parent().unwrap_or(Path::new(".")));
-            }
-            extra.extend(e.scrape_configs);
         }
         for sc in &mut c.scrape_configs {
             sc.set_directory(base);
@@ -570,6 +573,14 @@ impl Config {
             if !valid_label_name(k) {
                 return Err(ConfigError::Invalid(format!(
                     "{k:?} is not a valid label name in external_labels"
+                )));
+            }
+        }
+        for f in &self.scrape_config_files {
+            // Prometheus: `*` only in the last path element
+            if f.find('*').is_some_and(|i| f[i..].contains('/')) {
+                return Err(ConfigError::Invalid(format!(
+                    "invalid scrape config file path {f:?}"
                 )));
             }
         }
@@ -635,6 +646,36 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// The files a `scrape_config_files` entry names, as Go's `filepath.Glob` finds them: a
+/// pattern (`*` and `?`, in the last path element only, as Prometheus requires) gives the
+/// matching files in name order, a plain path gives itself if it exists; no match is no
+/// file, not an error.
+fn glob_files(pattern: &Path) -> Vec<PathBuf> {
+    let name = pattern.file_name().map(|n| n.to_string_lossy());
+    let Some(name) = name.filter(|n| n.contains(['*', '?'])) else {
+        return pattern
+            .exists()
+            .then(|| pattern.to_path_buf())
+            .into_iter()
+            .collect();
+    };
+    let dir = pattern.parent().unwrap_or(Path::new("."));
+    let Ok(rd) = std::fs::read_dir(if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    }) else {
+        return vec![];
+    };
+    let mut v: Vec<PathBuf> = rd
+        .filter_map(|e| e.ok())
+        .filter(|e| glob_match(&name, &e.file_name().to_string_lossy()))
+        .map(|e| dir.join(e.file_name()))
+        .collect();
+    v.sort();
+    v
 }
 
 fn valid_label_name(s: &str) -> bool {
@@ -819,6 +860,40 @@ scrape_configs:
             assert!(errs.is_empty(), "{errs:?}");
             assert_eq!(groups[0].targets, vec!["a:1"]);
         }
+    }
+
+    /// `scrape_config_files` entries are globs (Go's `filepath.Glob`): every match is read,
+    /// in name order, and a pattern or path matching nothing adds no job and is no error.
+    #[test]
+    fn scrape_config_files_are_globs() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("jobs.d")).unwrap();
+        for j in ["b", "a"] {
+            std::fs::write(
+                d.path().join(format!("jobs.d/{j}.yml")),
+                format!("scrape_configs: [{{job_name: {j}}}]\n"),
+            )
+            .unwrap();
+        }
+        std::fs::write(d.path().join("jobs.d/c.txt"), "not yaml: [").unwrap();
+        let cfg = d.path().join("prometheus.yml");
+        std::fs::write(
+            &cfg,
+            "scrape_config_files: ['jobs.d/*.yml', 'none.d/*.yml', missing.yml]\n",
+        )
+        .unwrap();
+        let c = Config::load(&cfg).unwrap();
+        let jobs: Vec<_> = c
+            .scrape_configs
+            .iter()
+            .map(|s| s.job_name.as_str())
+            .collect();
+        assert_eq!(jobs, ["a", "b"]);
+        let e = Config::parse("scrape_config_files: ['*/jobs.yml']\n").unwrap_err();
+        assert!(
+            e.to_string().contains("invalid scrape config file path"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -104,7 +104,7 @@ pub struct TargetGroup {
     pub labels: BTreeMap<String, String>,
 }
 
-fn glob_match(pattern: &str, name: &str) -> bool {
+pub(crate) fn glob_match(pattern: &str, name: &str) -> bool {
     // '*' and '?' only, which is what file_sd patterns use in practice.
     let (p, n): (Vec<char>, Vec<char>) = (pattern.chars().collect(), name.chars().collect());
     let (mut pi, mut ni, mut star, mut mark) = (0usize, 0usize, None::<usize>, 0usize);
