@@ -400,7 +400,9 @@ fn fast_value_ts(rest: &str, format: Format) -> Option<(i64, f64)> {
     }
     let v = crate::scrape::exposition::parse_value(vtok)?;
     let t = match format {
-        Format::PromText => ttok.parse::<i64>().ok()?,
+        // digits only, as the exposition parser (and Prometheus) read text timestamps
+        Format::PromText if ttok.bytes().all(|c| c.is_ascii_digit()) => ttok.parse::<i64>().ok()?,
+        Format::PromText => return None,
         Format::OpenMetrics => {
             let f = crate::scrape::exposition::parse_value(ttok)?;
             if !f.is_finite() {

@@ -71,9 +71,15 @@ fn label_key(i: &str) -> IResult<&str, &str> {
     alt((label_name, quoted))(i)
 }
 
-fn label_item(i: &str) -> IResult<&str, LabelItem<'_>> {
+/// One `name="value"` (or a quoted name); `blanks`: blanks allowed around `=` (text
+/// 0.0.4, not OpenMetrics).
+fn label_item(i: &str, blanks: bool) -> IResult<&str, LabelItem<'_>> {
     let (rest, key) = label_key(i)?;
-    let eq: IResult<&str, (&str, char, &str)> = tuple((space0, char('='), space0))(rest);
+    let eq: IResult<&str, &str> = if blanks {
+        recognize(tuple((space0, char('='), space0)))(rest)
+    } else {
+        recognize(char('='))(rest)
+    };
     match eq {
         Ok((rest, _)) => {
             let (rest, v) = quoted(rest)?;
@@ -92,7 +98,7 @@ pub(super) fn next_label(s: &str) -> Option<(&str, LabelItem<'_>)> {
     if s.is_empty() {
         return None;
     }
-    label_item(s).ok()
+    label_item(s, true).ok()
 }
 
 /// The common case of [`series`] without nom: a bare name, optionally followed by
@@ -111,8 +117,13 @@ fn series_fast(line: &str) -> Option<(&str, (Cow<'_, str>, &str))> {
         i += 1;
     }
     let name = Cow::Borrowed(&line[..i]);
-    if b.get(i) != Some(&b'{') {
-        return Some((&line[i..], (name, "")));
+    match b.get(i) {
+        Some(b'{') => {}
+        // blanks then a label set (`name {...}`): the full parser decides
+        Some(b' ' | b'\t') if line[i..].trim_start_matches([' ', '\t']).starts_with('{') => {
+            return None
+        }
+        _ => return Some((&line[i..], (name, ""))),
     }
     i += 1;
     let body = i;
@@ -212,17 +223,29 @@ fn skip_plain(b: &[u8], mut i: usize) -> usize {
 
 /// Parses the series part of a sample line: `name`, `name{...}` or `{"name", ...}`.
 /// Gives the rest of the line, the metric name and the raw text between the braces.
+/// `blanks`: blanks (spaces, tabs) are allowed between the name and the label set and
+/// around the label set's items, as Prometheus' text 0.0.4 parser allows; OpenMetrics
+/// allows none.
 #[allow(clippy::type_complexity)]
-pub(super) fn series(line: &str) -> Result<(&str, (Cow<'_, str>, &str)), String> {
+pub(super) fn series(line: &str, blanks: bool) -> Result<(&str, (Cow<'_, str>, &str)), String> {
     if let Some(r) = series_fast(line) {
         return Ok(r);
     }
-    series_full(line)
+    series_full(line, blanks)
+}
+
+/// `s` without its leading blanks; an error where blanks are not allowed.
+fn skip_blanks(s: &str, blanks: bool) -> Result<&str, String> {
+    let t = s.trim_start_matches([' ', '\t']);
+    if !blanks && t.len() < s.len() {
+        return Err("blank in a label set".into());
+    }
+    Ok(t)
 }
 
 #[allow(clippy::type_complexity)]
-fn series_full(line: &str) -> Result<(&str, (Cow<'_, str>, &str)), String> {
-    let (rest, name) = match metric_name(line) {
+fn series_full(line: &str, blanks: bool) -> Result<(&str, (Cow<'_, str>, &str)), String> {
+    let (mut rest, name) = match metric_name(line) {
         Ok((rest, n)) => (rest, Some(Cow::Borrowed(n))),
         Err(_) if line.starts_with('{') => (line, None),
         Err(_) => {
@@ -232,6 +255,15 @@ fn series_full(line: &str) -> Result<(&str, (Cow<'_, str>, &str)), String> {
             ))
         }
     };
+    if name.is_some() {
+        let after = rest.trim_start_matches([' ', '\t']);
+        if after.len() < rest.len() && after.starts_with('{') {
+            if !blanks {
+                return Err("blank between the metric name and its label set".into());
+            }
+            rest = after;
+        }
+    }
     let Some(body) = rest.strip_prefix('{') else {
         return match name {
             Some(n) => Ok((rest, (n, ""))),
@@ -243,8 +275,7 @@ fn series_full(line: &str) -> Result<(&str, (Cow<'_, str>, &str)), String> {
     let mut qname: Option<Cow<'_, str>> = None;
     let mut first = true;
     loop {
-        let (c, _) = space0::<_, nom::error::Error<&str>>(cur).map_err(|_| "bad label set")?;
-        cur = c;
+        cur = skip_blanks(cur, blanks)?;
         if let Some(after) = cur.strip_prefix('}') {
             let raw = &body[..body.len() - cur.len()];
             let name = match (name, qname) {
@@ -258,7 +289,7 @@ fn series_full(line: &str) -> Result<(&str, (Cow<'_, str>, &str)), String> {
         if !first {
             match cur.strip_prefix(',') {
                 Some(c) => {
-                    cur = c.trim_start_matches([' ', '\t']);
+                    cur = skip_blanks(c, blanks)?;
                     if let Some(after) = cur.strip_prefix('}') {
                         let raw = &body[..body.len() - cur.len()];
                         let name = match (name, qname) {
@@ -282,7 +313,7 @@ fn series_full(line: &str) -> Result<(&str, (Cow<'_, str>, &str)), String> {
         if cur.is_empty() {
             return Err("unterminated label set".into());
         }
-        match label_item(cur) {
+        match label_item(cur, blanks) {
             Ok((r, LabelItem::Pair(_, _))) => cur = r,
             Ok((r, LabelItem::Name(q))) => {
                 if !first || qname.is_some() {
@@ -492,6 +523,11 @@ mod fast_path_tests {
             "a{b=\"0123456789\\\"abcdefgh\\\\ijklmnop\",c=\"ééééééééé\\\"\"} 1",
             "a{b=\"0123456789abcdef} 1",
             "a{b=\"0123456789abcde\\",
+            "a {b=\"c\"} 1",
+            "a\t{b=\"c\"} 1",
+            "a  \t{} 1",
+            "a 1",
+            "a\t1",
         ]
         .iter()
         .map(|s| s.to_string())
@@ -510,7 +546,8 @@ mod fast_path_tests {
         for l in &lines {
             if let Some(f) = series_fast(l) {
                 fast += 1;
-                assert_eq!(Ok(f), series_full(l), "{l}");
+                assert_eq!(Ok(f.clone()), series_full(l, true), "{l}");
+                assert_eq!(Ok(f), series_full(l, false), "{l}");
             }
         }
         assert!(fast > 100, "the fast path took {fast} lines");

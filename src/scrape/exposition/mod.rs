@@ -15,7 +15,14 @@
 //! - `# HELP`, `# TYPE`, `# UNIT` as metadata entries; other comments are skipped;
 //! - exemplars (`... # {trace_id="x"} 1.0`) are skipped; `_created` samples are ordinary
 //!   samples;
-//! - `# EOF` ends an OpenMetrics page (required there, allowed in 0.0.4).
+//! - `# EOF` ends an OpenMetrics page (required there, nothing may follow it; a final newline
+//!   is optional); in 0.0.4 it is an ordinary comment;
+//! - blanks as Prometheus' lexers read them: in 0.0.4 spaces and tabs may separate any two
+//!   tokens of a sample line (`name {a="b"}  1 \t` is a sample), lead a line or end it, and
+//!   a page need not end with a newline; OpenMetrics separates tokens by exactly one space
+//!   and allows no other blank, no empty line, and no blank at a line's start or end. In both a
+//!   `\r` before the newline is part of the line (so `1\r` is not a value), text 0.0.4
+//!   timestamps are unsigned digits, and exemplars are read (and skipped) in OpenMetrics only.
 //!
 //! Errors carry the 1-based line number and the reason; the iterator goes on with the next
 //! line after an error, so a caller may choose to skip bad lines.
@@ -206,7 +213,7 @@ impl<'a> LabelSet<'a> {
 /// after it) with the normalisation of [`LabelSet::normalised_label`]; the sample's value is
 /// 0. `None` when `text` is not exactly one series.
 pub fn parse_series_text<'a>(text: &'a str, normalise: Option<&'static str>) -> Option<Sample<'a>> {
-    let (rest, (name, raw)) = lex::series(text).ok()?;
+    let (rest, (name, raw)) = lex::series(text, true).ok()?;
     if !rest.is_empty() {
         return None;
     }
@@ -304,34 +311,45 @@ impl<'a> Parser<'a> {
         };
         self.pos += adv;
         self.line += 1;
-        Some(line.strip_suffix('\r').unwrap_or(line))
+        // a '\r' stays part of the line, as in Prometheus (so `1\r` is not a value)
+        Some(line)
     }
 
+    /// A line starting with `#`. Text 0.0.4 (as Prometheus' lexer): `#`, blanks, `HELP` or
+    /// `TYPE` (or `UNIT`), blanks, the name, one separator, then the text; any other comment
+    /// (`# EOF` included) is skipped. OpenMetrics: exactly `# HELP name text`,
+    /// `# TYPE name type`, `# UNIT name unit` or `# EOF`, single spaces.
     fn comment(&mut self, line: &'a str) -> Option<Result<Entry<'a>, ParseError>> {
         let body = &line[1..];
-        if self.format == Format::OpenMetrics && body == " EOF" {
-            self.eof_seen = true;
-            return None;
-        }
-        if self.format == Format::PromText && body.trim() == "EOF" {
-            self.eof_seen = true;
-            return None;
-        }
-        let body = body.trim_start_matches([' ', '\t']);
-        let (kw, rest) = match body.find([' ', '\t']) {
-            Some(i) => (&body[..i], &body[i + 1..]),
-            None => (body, ""),
-        };
-        let kw_known = matches!(kw, "HELP" | "TYPE") || (kw == "UNIT");
-        if !kw_known {
-            if self.format == Format::OpenMetrics {
-                return Some(Err(
-                    self.err(format!("invalid comment line {:?}", trunc(line)))
-                ));
+        let open_metrics = self.format == Format::OpenMetrics;
+        let (kw, rest) = if open_metrics {
+            if body == " EOF" {
+                self.eof_seen = true;
+                return None;
             }
-            return None; // ordinary comment in 0.0.4
-        }
-        let rest = rest.trim_start_matches([' ', '\t']);
+            let kw = body
+                .strip_prefix(' ')
+                .and_then(|b| b.split_once(' '))
+                .filter(|(kw, _)| matches!(*kw, "HELP" | "TYPE" | "UNIT"));
+            match kw {
+                Some(x) => x,
+                None => {
+                    return Some(Err(
+                        self.err(format!("invalid comment line {:?}", trunc(line)))
+                    ))
+                }
+            }
+        } else {
+            let b = body.trim_start_matches([' ', '\t']);
+            if b.len() == body.len() {
+                return None; // `#word`: an ordinary comment
+            }
+            let i = b.find([' ', '\t']).unwrap_or(b.len());
+            if i == b.len() || !matches!(&b[..i], "HELP" | "TYPE" | "UNIT") {
+                return None; // ordinary comment
+            }
+            (&b[..i], b[i..].trim_start_matches([' ', '\t']))
+        };
         let (name, after) = match lex::metric_name_or_quoted(rest) {
             Some(x) => x,
             None => {
@@ -341,37 +359,40 @@ impl<'a> Parser<'a> {
                 ))))
             }
         };
-        if !after.is_empty() && !after.starts_with([' ', '\t']) {
-            return Some(Err(self.err(format!(
-                "invalid metric name in {kw} line: {:?}",
-                trunc(rest)
-            ))));
-        }
-        let arg = after.strip_prefix([' ', '\t']).unwrap_or(after);
+        // one separator, then the text as written (Prometheus keeps further blanks)
+        let arg = match after.strip_prefix(if open_metrics {
+            &[' '][..]
+        } else {
+            &[' ', '\t'][..]
+        }) {
+            Some(a) => a,
+            None if after.is_empty() && !open_metrics => after,
+            None => {
+                return Some(Err(self.err(format!(
+                    "invalid metric name in {kw} line: {:?}",
+                    trunc(rest)
+                ))))
+            }
+        };
         match kw {
             "HELP" => Some(Ok(Entry::Help {
                 name,
                 help: lex::unescape_help(arg, self.format),
             })),
-            "TYPE" => {
-                let t = arg.trim();
-                match MetricType::parse(t, self.format) {
-                    Some(kind) => {
-                        self.mtype = kind;
-                        Some(Ok(Entry::Type { name, kind }))
-                    }
-                    None => Some(Err(self.err(format!("invalid metric type {t:?}")))),
+            "TYPE" => match MetricType::parse(arg, self.format) {
+                Some(kind) => {
+                    self.mtype = kind;
+                    Some(Ok(Entry::Type { name, kind }))
                 }
-            }
-            _ => Some(Ok(Entry::Unit {
-                name,
-                unit: arg.trim(),
-            })),
+                None => Some(Err(self.err(format!("invalid metric type {arg:?}")))),
+            },
+            _ => Some(Ok(Entry::Unit { name, unit: arg })),
         }
     }
 
     fn sample(&mut self, line: &'a str) -> Result<Entry<'a>, ParseError> {
-        let (rest, name_part) = lex::series(line).map_err(|reason| self.err(reason))?;
+        let (rest, name_part) = lex::series(line, self.format == Format::PromText)
+            .map_err(|reason| self.err(reason))?;
         let (name, raw) = name_part;
         let series_text = &line[..line.len() - rest.len()];
         let (value, timestamp_ms) = self.value_part(rest, series_text)?;
@@ -400,23 +421,39 @@ impl<'a> Parser<'a> {
     /// The value and optional timestamp after the series part of a sample line (`rest`
     /// starts right after the series text).
     fn value_part(&self, rest: &str, series_text: &str) -> Result<(f64, Option<i64>), ParseError> {
-        if self.format == Format::OpenMetrics && !rest.starts_with(' ') {
+        let open_metrics = self.format == Format::OpenMetrics;
+        if open_metrics && !rest.starts_with(' ') {
             return Err(self.err("expected a space before the value"));
         }
         let b = rest.as_bytes();
         let mut i = 0usize;
-        // the next blank-separated token
-        let mut tok = || -> Option<&str> {
-            while i < b.len() && (b[i] == b' ' || b[i] == b'\t') {
-                i += 1;
+        // The next token. Text 0.0.4: after any blanks (spaces, tabs), up to the next blank.
+        // OpenMetrics: after exactly one space, up to the next space (a tab is part of it);
+        // `Err` for a second space or a space ending the line.
+        let mut tok = || -> Result<Option<&str>, ()> {
+            if i == b.len() {
+                return Ok(None);
+            }
+            if open_metrics {
+                i += 1; // the one space (every token ends at a space or the line's end)
+            } else {
+                while i < b.len() && (b[i] == b' ' || b[i] == b'\t') {
+                    i += 1;
+                }
             }
             let start = i;
-            while i < b.len() && b[i] != b' ' && b[i] != b'\t' {
+            while i < b.len() && b[i] != b' ' && (open_metrics || b[i] != b'\t') {
                 i += 1;
             }
-            (i > start).then(|| &rest[start..i])
+            match (i > start, open_metrics) {
+                (true, _) => Ok(Some(&rest[start..i])),
+                (false, false) => Ok(None),
+                (false, true) => Err(()),
+            }
         };
+        let blank = || self.err(format!("unexpected blank after {:?}", trunc(series_text)));
         let vtok = tok()
+            .map_err(|_| blank())?
             .ok_or_else(|| self.err(format!("missing value after {:?}", trunc(series_text))))?;
         let value = lex::parse_value(vtok).ok_or_else(|| ParseError {
             line: self.line,
@@ -424,16 +461,21 @@ impl<'a> Parser<'a> {
             bad_value_only: vtok.chars().all(|c| !c.is_control()),
         })?;
         let mut timestamp_ms = None;
-        if let Some(t) = tok() {
-            if t != "#" {
+        match tok().map_err(|_| blank())? {
+            None => {}
+            // "#" starts an exemplar (OpenMetrics only), which is skipped
+            Some("#") if open_metrics => {}
+            Some("#") => return Err(self.err("exemplars are only read in OpenMetrics")),
+            Some(t) => {
                 timestamp_ms = Some(self.timestamp(t)?);
-                if let Some(x) = tok() {
-                    if x != "#" {
-                        return Err(self.err(format!("unexpected {:?} after timestamp", trunc(x))));
+                match tok().map_err(|_| blank())? {
+                    None => {}
+                    Some("#") if open_metrics => {}
+                    Some(x) => {
+                        return Err(self.err(format!("unexpected {:?} after timestamp", trunc(x))))
                     }
                 }
             }
-            // "#" starts an exemplar, which is skipped.
         }
         Ok((value, timestamp_ms))
     }
@@ -458,7 +500,17 @@ impl<'a> Parser<'a> {
         if n == 0 || b.len() <= n || b[..n] != *series_text.as_bytes() {
             return None;
         }
-        if b[n] != b' ' && !(b[n] == b'\t' && self.format == Format::PromText) {
+        let text = self.format == Format::PromText;
+        if b[n] != b' ' && !(text && b[n] == b'\t') {
+            return None;
+        }
+        // `name {...}`: not this series but one with a label set (a value never starts with
+        // '{'); the full parser reads it (or refuses it, in OpenMetrics)
+        let mut k = n + 1;
+        while text && k < b.len() && (b[k] == b' ' || b[k] == b'\t') {
+            k += 1;
+        }
+        if b.get(k) == Some(&b'{') {
             return None;
         }
         let (line, adv) = match rest[n..].find('\n') {
@@ -467,7 +519,6 @@ impl<'a> Parser<'a> {
         };
         self.pos += adv;
         self.line += 1;
-        let line = line.strip_suffix('\r').unwrap_or(line);
         Some(self.value_part(&line[n..], series_text))
     }
 
@@ -478,7 +529,11 @@ impl<'a> Parser<'a> {
             bad_value_only: true,
         };
         match self.format {
-            Format::PromText => t.parse::<i64>().map_err(|_| bad()),
+            // Prometheus' lexer takes digits only (no sign)
+            Format::PromText if t.bytes().all(|c| c.is_ascii_digit()) => {
+                t.parse::<i64>().map_err(|_| bad())
+            }
+            Format::PromText => Err(bad()),
             Format::OpenMetrics => {
                 let f = lex::parse_value(t).ok_or_else(bad)?;
                 if !f.is_finite() {
@@ -517,22 +572,32 @@ impl<'a> Iterator for Parser<'a> {
                 return None;
             };
             if self.eof_seen {
-                if line.trim().is_empty() && self.pos >= self.input.len() {
-                    continue;
-                }
                 self.done = true;
                 return Some(Err(self.err("unexpected data after # EOF")));
             }
-            if line.trim().is_empty() {
+            let body = match self.format {
+                // blank lines and blanks before a line's first token are skipped
+                Format::PromText => line.trim_start_matches([' ', '\t']),
+                Format::OpenMetrics if line.is_empty() => {
+                    return Some(Err(self.err("empty line")));
+                }
+                Format::OpenMetrics if line.starts_with([' ', '\t']) => {
+                    return Some(Err(
+                        self.err(format!("line starts with a blank: {:?}", trunc(line)))
+                    ));
+                }
+                Format::OpenMetrics => line,
+            };
+            if body.is_empty() {
                 continue;
             }
-            if line.starts_with('#') {
-                match self.comment(line) {
+            if body.starts_with('#') {
+                match self.comment(body) {
                     Some(r) => return Some(r),
                     None => continue,
                 }
             }
-            return Some(self.sample(line.trim_start_matches([' ', '\t'])));
+            return Some(self.sample(body));
         }
     }
 }

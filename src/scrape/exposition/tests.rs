@@ -323,3 +323,198 @@ fn fixture_values_match_spot_checks() {
     );
     assert_eq!(d[0].labels.get("pci_bus_id").unwrap(), "00000000:18:00.0");
 }
+
+/// What Prometheus' text 0.0.4 parser accepts (checked against Prometheus 2.42 scraping
+/// these lines, and its lexer `promlex.l`: blanks are spaces and tabs, skipped between every
+/// token of a sample line; the page is read as if it ended with a newline).
+#[test]
+fn text_blanks_as_prometheus_reads_them() {
+    type Case<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)], f64, Option<i64>);
+    let cases: &[Case<'_>] = &[
+        ("m {a=\"b\"} 1\n", "m", &[("a", "b")], 1.0, None),
+        ("m\t{a=\"b\"} 1\n", "m", &[("a", "b")], 1.0, None),
+        ("m \t {a=\"b\"} \t 2 \t\n", "m", &[("a", "b")], 2.0, None),
+        ("m {a=\"b\"}3\n", "m", &[("a", "b")], 3.0, None),
+        ("m\t4\n", "m", &[], 4.0, None),
+        (
+            "m{a=\"b\"}\t5\t1700000000000\n",
+            "m",
+            &[("a", "b")],
+            5.0,
+            Some(1_700_000_000_000),
+        ),
+        ("m 6   \n", "m", &[], 6.0, None),
+        ("m{a=\"b\"} 7 8 \t\n", "m", &[("a", "b")], 7.0, Some(8)),
+        ("m 9", "m", &[], 9.0, None),
+        ("m{a=\"b\"} 10", "m", &[("a", "b")], 10.0, None),
+        (
+            "m{ a = \"b\" , c=\"d\" ,} 11\n",
+            "m",
+            &[("a", "b"), ("c", "d")],
+            11.0,
+            None,
+        ),
+        ("m 12\n  \t\n", "m", &[], 12.0, None),
+    ];
+    for (page, name, want, value, ts) in cases {
+        let s = samples(page, Format::PromText);
+        assert_eq!(s.len(), 1, "{page:?}");
+        assert_eq!(s[0].name, *name, "{page:?}");
+        let want: Vec<(String, String)> = want
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
+        assert_eq!(labels(&s[0]), want, "{page:?}");
+        assert_eq!((s[0].value, s[0].timestamp_ms), (*value, *ts), "{page:?}");
+        // the series text is a cache key that reads back the same
+        let back = parse_series_text(s[0].series_text, None).unwrap();
+        assert_eq!(labels(&back), want, "{page:?}");
+    }
+    // blanks before a comment; `# EOF` is an ordinary comment in text 0.0.4
+    let e: Vec<_> = parse("  # HELP m x\nm 1\n# EOF\nn 2\n", Format::PromText)
+        .map(|e| e.unwrap())
+        .collect();
+    assert!(matches!(&e[0], Entry::Help { name, help } if name == "m" && help == "x"));
+    assert_eq!(e.len(), 3, "{e:?}");
+}
+
+/// What Prometheus' text 0.0.4 parser refuses among near misses (Prometheus 2.42 fails the
+/// scrape on each): a carriage return before the newline (`1\r` is not a float), a signed
+/// timestamp, an exemplar, a TYPE line with blanks around the type.
+#[test]
+fn text_refusals_as_prometheus() {
+    for (page, reason, value_only) in [
+        ("m 1\r\n", "invalid value", false),
+        ("m 1 -5\n", "invalid timestamp", true),
+        ("m 1 +5\n", "invalid timestamp", true),
+        ("m 1 # {a=\"b\"} 2\n", "exemplar", false),
+        ("# TYPE m counter \n", "metric type", false),
+        ("# TYPE m  counter\n", "metric type", false),
+        ("# TYPE m counter\r\n", "metric type", false),
+    ] {
+        let err = parse(page, Format::PromText)
+            .find_map(|e| e.err())
+            .unwrap_or_else(|| panic!("no error for {page:?}"));
+        assert!(err.reason.contains(reason), "{page:?}: {err}");
+        assert_eq!(err.bad_value_only, value_only, "{page:?}: {err}");
+    }
+}
+
+/// OpenMetrics separates tokens by exactly one space and allows no other blanks
+/// (`openmetricslex.l`); Prometheus 2.42 fails the scrape on each refused page, and
+/// accepts `# EOF` without a final newline.
+#[test]
+fn openmetrics_blanks_as_prometheus_reads_them() {
+    for page in [
+        "m 1\n# EOF\n",
+        "m 1\n# EOF",
+        "m{a=\"b\",} 1\n# EOF\n", // Prometheus 3 (2.42 refused the trailing comma)
+        "# TYPE m counter\nm_total 1 # {a=\"b\"} 2\n# EOF\n",
+        "m 1 1.5\n# EOF\n",
+        "m 1 1.5 # {a=\"b\"} 2\n# EOF\n",
+        "# HELP m  two spaces kept\n# EOF\n",
+    ] {
+        assert!(
+            parse(page, Format::OpenMetrics).all(|e| e.is_ok()),
+            "{page:?}: {:?}",
+            parse(page, Format::OpenMetrics).collect::<Vec<_>>()
+        );
+    }
+    for page in [
+        "m {a=\"b\"} 1\n# EOF\n",
+        "m\t1\n# EOF\n",
+        "m 1\t\n# EOF\n",
+        "m 1 \n# EOF\n",
+        "m  1\n# EOF\n",
+        "m 1 1.5 \n# EOF\n",
+        "m 1 1.5  # {a=\"b\"} 2\n# EOF\n",
+        "m{a=\"b\", c=\"d\"} 1\n# EOF\n",
+        "m{ a=\"b\"} 1\n# EOF\n",
+        "m{a = \"b\"} 1\n# EOF\n",
+        " m 1\n# EOF\n",
+        "m 1\r\n# EOF\n",
+        "m 1\n\nn 1\n# EOF\n",
+        "m 1\n# EOF\n\n",
+        "#  TYPE m counter\n# EOF\n",
+        "# TYPE m  counter\n# EOF\n",
+        "# HELP m\n# EOF\n",
+    ] {
+        let err = parse(page, Format::OpenMetrics).find_map(|e| e.err());
+        let err = err.unwrap_or_else(|| panic!("no error for {page:?}"));
+        assert!(!err.bad_value_only, "{page:?}: {err}");
+    }
+    let s = samples("m 1 1.5\n# EOF\n", Format::OpenMetrics);
+    assert_eq!(s[0].timestamp_ms, Some(1500));
+}
+
+/// The scrape cache's fast path ([`Parser::next_known`], given the series texts of an
+/// earlier page) reads every page exactly as [`Parser::next`] alone does, blanks included.
+#[test]
+fn next_known_agrees_with_next_on_blanks() {
+    type Read = Vec<Result<(String, f64, Option<i64>), (usize, bool)>>;
+    fn plain(page: &str, f: Format) -> Read {
+        parse(page, f)
+            .filter_map(|e| match e {
+                Ok(Entry::Sample(s)) => {
+                    Some(Ok((s.series_text.to_string(), s.value, s.timestamp_ms)))
+                }
+                Ok(_) => None,
+                Err(e) => Some(Err((e.line, e.bad_value_only))),
+            })
+            .collect()
+    }
+    fn cached(prev: &[String], page: &str, f: Format) -> Read {
+        let mut out = vec![];
+        let mut p = parse(page, f);
+        let mut next = 0;
+        loop {
+            if let Some(text) = prev.get(next) {
+                if let Some(r) = p.next_known(text) {
+                    next += 1;
+                    out.push(
+                        r.map(|(v, t)| (text.clone(), v, t))
+                            .map_err(|e| (e.line, e.bad_value_only)),
+                    );
+                    continue;
+                }
+            }
+            match p.next() {
+                None => break,
+                Some(Ok(Entry::Sample(s))) => {
+                    if let Some(i) = prev.iter().position(|t| t == s.series_text) {
+                        next = i + 1;
+                    }
+                    out.push(Ok((s.series_text.to_string(), s.value, s.timestamp_ms)));
+                }
+                Some(Ok(_)) => {}
+                Some(Err(e)) => out.push(Err((e.line, e.bad_value_only))),
+            }
+        }
+        out
+    }
+    let pages: &[(Format, &str)] = &[
+        (Format::PromText, "m 1\nm{a=\"b\"} 2\nm {a=\"b\"} 3\n"),
+        (Format::PromText, "m {a=\"b\"} 4\nm\t{a=\"b\"} 5\nm 6\t7 \n"),
+        (Format::PromText, "m 1 +5\nm 1\r\nm{a=\"b\"} 1 # x\n"),
+        (Format::PromText, "m \t{a=\"b\"} 8\nm{a=\"b\"}\t9\n"),
+        (Format::OpenMetrics, "m 1\nm{a=\"b\"} 2\n# EOF\n"),
+        (Format::OpenMetrics, "m {a=\"b\"} 3\n# EOF\n"),
+        (Format::OpenMetrics, "m 1 \n# EOF\n"),
+        (Format::OpenMetrics, "m  1\n# EOF\n"),
+        (Format::OpenMetrics, "m 1\t2\n# EOF\n"),
+        (Format::OpenMetrics, "m{a=\"b\"} 1 2 # {c=\"d\"} 1\n# EOF\n"),
+    ];
+    for (f, prev_page) in pages {
+        let prev: Vec<String> = plain(prev_page, *f)
+            .into_iter()
+            .filter_map(|r| r.ok().map(|(t, _, _)| t))
+            .collect();
+        for (g, page) in pages.iter().filter(|(g, _)| g == f) {
+            assert_eq!(
+                cached(&prev, page, *g),
+                plain(page, *g),
+                "{page:?} after {prev_page:?}"
+            );
+        }
+    }
+}
