@@ -154,11 +154,13 @@ pub fn main() {
                 delta_of_delta,
                 no_bits,
                 sparse,
+                fixed_k,
             } => format!(
-                "int k={decimals} {}{}{}",
+                "int k={decimals} {}{}{}{}",
                 if delta_of_delta { "dod" } else { "delta" },
                 if no_bits { " (no bits)" } else { "" },
-                if sparse { " sparse" } else { "" }
+                if sparse { " sparse" } else { "" },
+                if fixed_k { " one-parameter" } else { "" }
             ),
         };
         let t = match h.time {

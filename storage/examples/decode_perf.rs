@@ -88,6 +88,12 @@ fn coding(h: &chunk::ChunkHeader) -> String {
         ValueEncoding::Int { no_bits: true, .. } => "int nobits",
         ValueEncoding::Int {
             decimals: 0,
+            fixed_k: true,
+            ..
+        } => "int k=0 one-param",
+        ValueEncoding::Int { fixed_k: true, .. } => "int k>0 one-param",
+        ValueEncoding::Int {
+            decimals: 0,
             sparse: false,
             ..
         } => "int k=0",

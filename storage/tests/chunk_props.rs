@@ -187,6 +187,21 @@ proptest! {
         prop_assert_eq!(decode_all(&auto), bits(&s));
     }
 
+    /// The same with one Rice parameter for the chunk's values.
+    #[test]
+    fn int_fixed_rice_round_trips_bit_exactly(
+        s in timestamps().prop_flat_map(|ts| {
+            let n = ts.len();
+            int_values(n).prop_map(move |vs| ts.iter().copied().zip(vs).collect::<Vec<_>>())
+        })
+    ) {
+        let w = writer(&s);
+        let b = w.finish_with(EncodePolicy::IntFixedRice).expect("integral values stay integer-coded");
+        let h = header(&b).unwrap();
+        prop_assert!(matches!(h.value, ValueEncoding::Int { fixed_k: true, .. }), "{:?}", h.value);
+        prop_assert_eq!(decode_all(&b), bits(&s));
+    }
+
     /// Integer values with residuals of every size (escapes and staleness markers included)
     /// on regular or nearly regular timestamps, whose values the bulk decoder reads in runs.
     #[test]
@@ -218,8 +233,10 @@ proptest! {
         let w = writer(&s);
         let want = bits(&s);
         prop_assert_eq!(&decode_all(&w.finish()), &want);
-        if let Some(b) = w.finish_with(EncodePolicy::Int) {
-            prop_assert_eq!(&decode_all(&b), &want);
+        for policy in [EncodePolicy::Int, EncodePolicy::IntFixedRice] {
+            if let Some(b) = w.finish_with(policy) {
+                prop_assert_eq!(&decode_all(&b), &want);
+            }
         }
     }
 
@@ -232,7 +249,12 @@ proptest! {
         flips in prop::collection::vec((any::<prop::sample::Index>(), 1u8..=255), 1..4),
         cut in any::<prop::sample::Index>(),
         skip in 0usize..6,
-        policy in prop::sample::select(vec![EncodePolicy::Auto, EncodePolicy::Xor, EncodePolicy::Int]),
+        policy in prop::sample::select(vec![
+            EncodePolicy::Auto,
+            EncodePolicy::Xor,
+            EncodePolicy::Int,
+            EncodePolicy::IntFixedRice,
+        ]),
     ) {
         let w = writer(&s);
         let mut b = w.finish_with(policy).unwrap_or_else(|| w.finish());

@@ -179,7 +179,10 @@ impl<'a> BitReader<'a> {
 
     /// The next 64 bits, left-aligned; at least 57 of them are real stream bits (bits past the
     /// data are zero). Never panics.
-    #[inline]
+    // always inlined in optimised builds (else the decoding loops call it out of line); not
+    // in debug builds, where inlining it everywhere grows the bulk loop's frame
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    #[cfg_attr(debug_assertions, inline)]
     pub(crate) fn peek(&self) -> u64 {
         let byte = (self.pos >> 3) as usize;
         let shift = (self.pos & 7) as u32;
@@ -434,6 +437,173 @@ impl Rice {
     pub(crate) fn cost(&mut self, z: u64) -> u32 {
         let mut c = BitCounter(0);
         self.encode(z, &mut c)
+    }
+}
+
+/// Writes the Rice code of `z` with parameter `k` (the code [`Rice`] writes for its current
+/// parameter; [`EXCEPTION`] as the exception symbol), returning the bits written.
+#[inline(always)]
+fn put_code<S: BitSink>(z: u64, k: u32, out: &mut S) -> u32 {
+    if z == EXCEPTION {
+        out.write((1u64 << RICE_ESCAPE) - 1, RICE_ESCAPE);
+        out.write(0, 6);
+        return RICE_ESCAPE + 6;
+    }
+    let q = z >> k;
+    if q < u64::from(RICE_ESCAPE) {
+        let q = q as u32;
+        // q ones followed by a zero, then the low k bits
+        if q + 1 + k <= 57 {
+            let low = z & ((1u64 << k) - 1);
+            out.write((((1u64 << (q + 1)) - 2) << k) | low, q + 1 + k);
+        } else {
+            out.write((1u64 << (q + 1)) - 2, q + 1);
+            out.write(z, k);
+        }
+        q + 1 + k
+    } else {
+        let bl = 64 - z.leading_zeros(); // >= 5 since z >= 16
+        out.write((1u64 << RICE_ESCAPE) - 1, RICE_ESCAPE);
+        out.write(u64::from(bl - 1), 6);
+        out.write(z, bl - 1);
+        RICE_ESCAPE + 6 + bl - 1
+    }
+}
+
+/// The length in bits of [`put_code`]'s code for `z` with parameter `k`.
+#[inline(always)]
+fn code_bits(z: u64, k: u32) -> u32 {
+    if z == EXCEPTION {
+        return RICE_ESCAPE + 6;
+    }
+    let q = z >> k;
+    if q < u64::from(RICE_ESCAPE) {
+        q as u32 + 1 + k
+    } else {
+        RICE_ESCAPE + 6 + 63 - z.leading_zeros()
+    }
+}
+
+/// Reads a code written by [`put_code`] with parameter `k <= 63`. Corrupt input yields some
+/// value and possibly an overrun.
+#[inline(always)]
+fn get_code(r: &mut BitReader<'_>, k: u32) -> u64 {
+    let p = r.peek();
+    let q = (!p).leading_zeros();
+    if q < RICE_ESCAPE {
+        let total = q + 1 + k;
+        if total <= 57 {
+            // the zero after the prefix tops the low bits (see `Rice::decode_word`)
+            let low = (p << q) >> (63 - k);
+            r.skip(total);
+            (u64::from(q) << k) | low
+        } else {
+            r.skip(q + 1);
+            (u64::from(q) << k) | r.read_long(k)
+        }
+    } else {
+        r.skip(RICE_ESCAPE);
+        let bl = r.read(6) as u32 + 1;
+        if bl == 1 {
+            return EXCEPTION;
+        }
+        let rest = r.read_long(bl - 1);
+        (1u64 << (bl - 1)) | rest
+    }
+}
+
+/// Bits of the parameter that starts a [`FixedRice`] stream.
+pub(crate) const FIXED_K_BITS: u32 = 6;
+/// Largest parameter [`FixedRice::choose`] picks (decoders accept up to 63).
+const FIXED_MAX_K: u32 = 58;
+
+/// Rice coder with one parameter `k` for a whole residual stream, written in
+/// [`FIXED_K_BITS`] bits before the first code; codes are those of [`Rice`] (escapes and the
+/// exception symbol included). The encoder picks the `k` that makes the stream shortest, so
+/// it is usually smaller than the adaptive coder, and decoding has no serial dependency from
+/// one residual's value to the next code's parameter.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct FixedRice {
+    k: u32,
+    /// The parameter was written (encoder) or read (decoder).
+    started: bool,
+}
+
+impl FixedRice {
+    /// The parameter that codes `zs` in the fewest bits, and that number of bits (the
+    /// parameter's own bits included; exceptions without their raw 64 bits).
+    pub(crate) fn choose(zs: &[u64]) -> (u32, u64) {
+        // the best parameter is about the bit length of the median residual (or one or two
+        // less); the median, unlike the mean, ignores a few huge outliers (escapes)
+        let mut hist = [0u32; 65];
+        let mut n = 0u32;
+        for &z in zs {
+            if z != EXCEPTION {
+                hist[(64 - z.leading_zeros()) as usize] += 1;
+                n += 1;
+            }
+        }
+        let (mut b, mut seen) = (0u32, 0u32);
+        for (len, &c) in hist.iter().enumerate() {
+            seen += c;
+            if 2 * seen >= n {
+                b = len as u32;
+                break;
+            }
+        }
+        let k0 = b;
+        let mut best = (0u32, u64::MAX);
+        for k in k0.saturating_sub(3).min(FIXED_MAX_K)..=(k0 + 1).min(FIXED_MAX_K) {
+            let bits: u64 = zs.iter().map(|&z| u64::from(code_bits(z, k))).sum();
+            if bits < best.1 {
+                best = (k, bits);
+            }
+        }
+        (best.0, best.1 + u64::from(FIXED_K_BITS))
+    }
+
+    /// Encodes `z`, the `j`th residual of the stream `all` (the parameter is chosen from
+    /// `all` and written before the first code). Returns the bits written.
+    #[inline]
+    pub(crate) fn encode_at<S: BitSink>(&mut self, z: u64, all: &[u64], out: &mut S) -> u32 {
+        let mut head = 0;
+        if !self.started {
+            self.started = true;
+            self.k = Self::choose(all).0;
+            out.write(u64::from(self.k), FIXED_K_BITS);
+            head = FIXED_K_BITS;
+        }
+        head + put_code(z, self.k, out)
+    }
+
+    /// The parameter, once read (decoder) or written (encoder).
+    #[inline(always)]
+    pub(crate) fn param(&self) -> Option<u32> {
+        self.started.then_some(self.k)
+    }
+
+    /// Decodes one residual (reading the parameter first at the start of the stream).
+    #[inline(always)]
+    pub(crate) fn decode(&mut self, r: &mut BitReader<'_>) -> u64 {
+        if !self.started {
+            self.started = true;
+            self.k = r.read(FIXED_K_BITS) as u32;
+        }
+        get_code(r, self.k)
+    }
+
+    /// [`Rice::decode_word`] for this coder: `None` at the start of the stream, for escapes
+    /// and for codes not within the top `avail <= 57` bits of `word`.
+    #[inline(always)]
+    pub(crate) fn decode_word(&mut self, word: u64, avail: u32) -> Option<(u64, u32)> {
+        let k = self.k;
+        let q = (!word).leading_zeros();
+        let total = q + 1 + k;
+        if q >= RICE_ESCAPE || total > avail || !self.started {
+            return None;
+        }
+        let low = (word << q) >> (63 - k);
+        Some(((u64::from(q) << k) | low, total))
     }
 }
 
@@ -802,6 +972,59 @@ mod tests {
             "{words} of {} by word",
             values.len()
         );
+    }
+
+    /// One-parameter Rice: every parameter the encoder may pick (escapes, the exception
+    /// symbol, the largest residuals), decoded by `decode` and by `decode_word` alike; the
+    /// chosen parameter's price is the bits written.
+    #[test]
+    fn fixed_rice_round_trip_and_word_decoding() {
+        let mut streams: Vec<Vec<u64>> = vec![vec![], vec![0], vec![EXCEPTION, 3]];
+        for b in 0..64u32 {
+            let top = 1u64 << b;
+            let mut zs: Vec<u64> = (0..40u64)
+                .map(|j| top | (j.wrapping_mul(0x9E37_79B9_7F4A_7C15) & (top - 1)))
+                .collect();
+            zs.extend([0, 1, u64::MAX - 1, EXCEPTION, top.wrapping_mul(3), 17]);
+            streams.push(zs);
+        }
+        let mut ks = std::collections::BTreeSet::new();
+        for zs in &streams {
+            let (k, bits) = FixedRice::choose(zs);
+            ks.insert(k);
+            let mut w = BitWriter::new();
+            let mut e = FixedRice::default();
+            let mut total = 0u64;
+            for &z in zs {
+                total += u64::from(e.encode_at(z, zs, &mut w));
+            }
+            assert_eq!(total, w.bit_len());
+            if !zs.is_empty() {
+                assert_eq!(bits, total, "price of k = {k}");
+            }
+            let mut r = BitReader::new(w.bytes(), w.bit_len());
+            let mut d = FixedRice::default();
+            for (i, &z) in zs.iter().enumerate() {
+                if i > 0 {
+                    let (pos, word) = (r.pos(), r.peek());
+                    let mut dw = d;
+                    if let Some((got, used)) = dw.decode_word(word, 57) {
+                        assert_eq!(got, z, "word decoding, k = {k}");
+                        assert_eq!(u64::from(used), bits_of(z, k));
+                        r.set_pos(pos);
+                    }
+                }
+                assert_eq!(d.decode(&mut r), z, "k = {k}");
+                assert_eq!(d.param(), Some(k));
+            }
+            assert!(!r.overrun());
+            assert_eq!(r.remaining(), 0);
+        }
+        assert!(ks.len() > 40, "parameters used: {ks:?}");
+    }
+
+    fn bits_of(z: u64, k: u32) -> u64 {
+        u64::from(code_bits(z, k))
     }
 
     #[test]

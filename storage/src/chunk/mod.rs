@@ -22,7 +22,10 @@
 //! intparams := u8 (only for integer coding): bits 0-3 decimals k (<= 9),
 //!                bit 4 residual is the delta (else delta of delta),
 //!                bit 5 all residuals zero (no value bits),
-//!                bit 6 residuals run-length coded, bit 7 zero
+//!                bit 6 residuals run-length coded,
+//!                bit 7 residuals Rice coded with one parameter for the chunk
+//!                ([`bitstream::FixedRice`]: 6 bits before the first value code; bits 5 and
+//!                6 zero), else with the adaptive parameter
 //! body    := (empty when count = 0)
 //!            t0:zigzag-uvarint [first_delta:zigzag-uvarint if count >= 2]
 //!            first_value:uvarint (integer: zigzag(n0); else the f64 bits byte-swapped,
@@ -34,7 +37,9 @@
 //!
 //! Residuals of timestamps and integers are zigzag mapped and coded with the adaptive
 //! [`bitstream::Rice`] coder, or, when most are zero, as runs of zeros and non-zero residuals
-//! ([`bitstream::Sparse`]); XOR value codes follow the Gorilla paper (see [`xor`]).
+//! ([`bitstream::Sparse`]); integer residuals may also use one Rice parameter for the whole
+//! chunk ([`bitstream::FixedRice`], usually the smallest and the fastest to decode); XOR value
+//! codes follow the Gorilla paper (see [`xor`]).
 
 pub(crate) mod bitstream;
 pub(crate) mod int;
@@ -42,8 +47,8 @@ pub(crate) mod xor;
 
 use crate::error::Error;
 use bitstream::{
-    get_uvarint, put_uvarint, unzigzag, zigzag, BitReader, BitSink, BitWriter, Rice, Sparse,
-    StreamCost, EXCEPTION,
+    get_uvarint, put_uvarint, unzigzag, zigzag, BitReader, BitSink, BitWriter, FixedRice, Rice,
+    Sparse, StreamCost, EXCEPTION, RICE_ESCAPE,
 };
 use xor::XorState;
 
@@ -65,7 +70,7 @@ const INT_DEC_MASK: u8 = 0x0f;
 const INT_DELTA: u8 = 1 << 4;
 const INT_NO_BITS: u8 = 1 << 5;
 const INT_SPARSE: u8 = 1 << 6;
-const INT_RESERVED: u8 = 0x80;
+const INT_FIXED: u8 = 1 << 7;
 
 /// How a chunk codes its timestamps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,6 +110,9 @@ pub enum ValueEncoding {
         no_bits: bool,
         /// Residuals run-length coded.
         sparse: bool,
+        /// Residuals Rice coded with one parameter for the whole chunk (else with the
+        /// adaptive parameter); never with `no_bits` or `sparse`.
+        fixed_k: bool,
     },
     /// Every value has the first value's bits: no value bits.
     Const,
@@ -117,9 +125,11 @@ pub enum EncodePolicy {
     Auto,
     /// Classic Gorilla: delta-of-delta timestamps and XOR values, whatever the data.
     Xor,
-    /// Delta-of-delta timestamps and delta-of-delta scaled integers; only possible while every
-    /// value is an integer (or has at most 9 decimals).
+    /// Delta-of-delta timestamps and delta-of-delta scaled integers with the adaptive Rice
+    /// parameter; only possible while every value is an integer (or has at most 9 decimals).
     Int,
+    /// As [`Int`](EncodePolicy::Int) with one Rice parameter for the chunk's values.
+    IntFixedRice,
 }
 
 /// The decoded header of an encoded chunk.
@@ -155,19 +165,22 @@ fn corrupt(offset: usize, reason: impl Into<String>) -> Error {
 enum ResCoder {
     Rice(Rice),
     Sparse(Sparse),
+    Fixed(FixedRice),
 }
 
 impl ResCoder {
-    fn new(use_sparse: bool) -> Self {
+    fn new(use_sparse: bool, fixed: bool) -> Self {
         if use_sparse {
             ResCoder::Sparse(Sparse::default())
+        } else if fixed {
+            ResCoder::Fixed(FixedRice::default())
         } else {
             ResCoder::Rice(Rice::default())
         }
     }
 
     /// Codes residual `z`, the `j`th of its stream; `ahead` holds the whole stream's residuals
-    /// (needed by the run-length coding only).
+    /// (needed by the run-length and fixed-parameter codings only).
     #[inline]
     fn encode(&mut self, z: u64, j: usize, ahead: &[u64], w: &mut BitWriter) -> u32 {
         match self {
@@ -180,6 +193,7 @@ impl ResCoder {
                 };
                 s.encode_at(z, run, w)
             }
+            ResCoder::Fixed(f) => f.encode_at(z, ahead, w),
         }
     }
 
@@ -188,6 +202,7 @@ impl ResCoder {
         match self {
             ResCoder::Rice(c) => c.decode(r),
             ResCoder::Sparse(s) => s.decode(r),
+            ResCoder::Fixed(f) => f.decode(r),
         }
     }
 }
@@ -211,6 +226,10 @@ fn value_sparse(v: ValueEncoding) -> bool {
     matches!(v, ValueEncoding::Int { sparse: true, .. })
 }
 
+fn value_fixed(v: ValueEncoding) -> bool {
+    matches!(v, ValueEncoding::Int { fixed_k: true, .. })
+}
+
 /// A coder for one chunk with fixed codings.
 #[derive(Debug, Clone)]
 struct Encoder {
@@ -223,7 +242,6 @@ struct Encoder {
     t_last: i64,
     delta_prev: i64,
     first_bits: u64,
-    last_bits: u64,
     n_prev: i64,
     d_prev: i64,
     ts_coder: ResCoder,
@@ -243,11 +261,10 @@ impl Encoder {
             t_last: 0,
             delta_prev: 0,
             first_bits: 0,
-            last_bits: 0,
             n_prev: 0,
             d_prev: 0,
-            ts_coder: ResCoder::new(time_sparse(time)),
-            v_coder: ResCoder::new(value_sparse(value)),
+            ts_coder: ResCoder::new(time_sparse(time), false),
+            v_coder: ResCoder::new(value_sparse(value), value_fixed(value)),
             xor: XorState::default(),
         }
     }
@@ -272,7 +289,6 @@ impl Encoder {
     ) -> (u32, u32) {
         let bits = v.to_bits();
         let (mut tb, mut vb) = (0, 0);
-        self.last_bits = bits;
         if self.count == 0 {
             let n = n.unwrap_or(0);
             self.t0 = t;
@@ -307,6 +323,10 @@ impl Encoder {
             }
             self.delta_prev = delta;
             self.t_last = t;
+            if !matches!(self.value, ValueEncoding::Xor) {
+                // only the XOR coding uses the state; the others keep the last value in it
+                self.xor = XorState::new(bits);
+            }
             match self.value {
                 ValueEncoding::Const => {}
                 ValueEncoding::Xor => vb = self.xor.encode(bits, &mut self.w),
@@ -365,6 +385,7 @@ impl Encoder {
                 delta_of_delta,
                 no_bits,
                 sparse,
+                fixed_k,
             } => {
                 let mut b1 = decimals & INT_DEC_MASK;
                 if !delta_of_delta {
@@ -375,6 +396,9 @@ impl Encoder {
                 }
                 if sparse {
                     b1 |= INT_SPARSE;
+                }
+                if fixed_k {
+                    b1 |= INT_FIXED;
                 }
                 ([b0, b1], 2)
             }
@@ -612,7 +636,8 @@ impl ChunkWriter {
         if self.is_empty() {
             return None;
         }
-        Some((self.enc.t_last, f64::from_bits(self.enc.last_bits)))
+        // the XOR state holds the last value's bits in every coding (see `Encoder::push_ahead`)
+        Some((self.enc.t_last, f64::from_bits(self.enc.xor.prev())))
     }
 
     /// Iterates the samples appended so far (no allocation per sample).
@@ -672,10 +697,15 @@ impl ChunkWriter {
         } else {
             match self.enc.value {
                 ValueEncoding::Int { decimals, .. } => {
-                    let (v_delta, v_dod, v_xor_bits) = int_costs(vs, decimals);
-                    let (db, ds) = v_delta.best();
-                    let (ddb, dds) = v_dod.best();
-                    let (int_bits, int) = if v_dod.all_zero() {
+                    let c = int_costs(vs, decimals);
+                    let int = |delta_of_delta, sparse, fixed_k| ValueEncoding::Int {
+                        decimals,
+                        delta_of_delta,
+                        no_bits: false,
+                        sparse,
+                        fixed_k,
+                    };
+                    let (int_bits, int) = if c.dod.all_zero() {
                         (
                             0,
                             ValueEncoding::Int {
@@ -683,30 +713,32 @@ impl ChunkWriter {
                                 delta_of_delta: true,
                                 no_bits: true,
                                 sparse: false,
-                            },
-                        )
-                    } else if db < ddb {
-                        (
-                            db,
-                            ValueEncoding::Int {
-                                decimals,
-                                delta_of_delta: false,
-                                no_bits: false,
-                                sparse: ds,
+                                fixed_k: false,
                             },
                         )
                     } else {
-                        (
-                            ddb,
-                            ValueEncoding::Int {
-                                decimals,
-                                delta_of_delta: true,
-                                no_bits: false,
-                                sparse: dds,
+                        let (db, ds) = c.delta.best();
+                        let (ddb, dds) = c.dod.best();
+                        // the smallest; on a tie the one parameter (fastest to decode)
+                        [
+                            (c.fixed_dod_bits, int(true, false, true)),
+                            (c.fixed_delta_bits, int(false, false, true)),
+                            (ddb, int(true, dds, false)),
+                            (db, int(false, ds, false)),
+                        ]
+                        .into_iter()
+                        .fold(
+                            (u64::MAX, int(true, false, true)),
+                            |best, x| {
+                                if x.0 < best.0 {
+                                    x
+                                } else {
+                                    best
+                                }
                             },
                         )
                     };
-                    if u64::from(v_xor_bits) < int_bits {
+                    if u64::from(c.xor_bits) < int_bits {
                         ValueEncoding::Xor
                     } else {
                         int
@@ -727,27 +759,23 @@ impl ChunkWriter {
                 TimeEncoding::DeltaOfDelta { sparse: false },
                 ValueEncoding::Xor,
             )),
-            EncodePolicy::Int => match self.enc.value {
-                ValueEncoding::Int { decimals, .. } => Some(self.encode_as(
+            EncodePolicy::Int | EncodePolicy::IntFixedRice => {
+                let decimals = match self.enc.value {
+                    ValueEncoding::Int { decimals, .. } => decimals,
+                    _ if self.is_empty() => 0,
+                    _ => return None,
+                };
+                Some(self.encode_as(
                     TimeEncoding::DeltaOfDelta { sparse: false },
                     ValueEncoding::Int {
                         decimals,
                         delta_of_delta: true,
                         no_bits: false,
                         sparse: false,
+                        fixed_k: policy == EncodePolicy::IntFixedRice,
                     },
-                )),
-                _ if self.is_empty() => Some(self.encode_as(
-                    TimeEncoding::DeltaOfDelta { sparse: false },
-                    ValueEncoding::Int {
-                        decimals: 0,
-                        delta_of_delta: true,
-                        no_bits: false,
-                        sparse: false,
-                    },
-                )),
-                _ => None,
-            },
+                ))
+            }
         }
     }
 
@@ -781,7 +809,7 @@ impl ChunkWriter {
         };
         let scaled = |i: usize| ns.get(i).copied().flatten();
         let (mut ts_ahead, mut v_ahead) = (Vec::new(), Vec::new());
-        if time_sparse(time) || value_sparse(value) {
+        if time_sparse(time) || value_sparse(value) || value_fixed(value) {
             // the run-length coding writes a run's length where it starts: collect residuals
             let dod_t = matches!(time, TimeEncoding::DeltaOfDelta { .. });
             let grid_t = matches!(time, TimeEncoding::Grid { .. });
@@ -867,13 +895,38 @@ fn time_costs(ts: &[i64]) -> (StreamCost, StreamCost, StreamCost) {
     (delta, dod, grid)
 }
 
+/// The prices of a chunk's integer value streams (see [`int_costs`]).
+struct IntCosts {
+    /// Deltas, adaptive Rice and run-length coded.
+    delta: StreamCost,
+    /// Deltas of deltas, adaptive Rice and run-length coded.
+    dod: StreamCost,
+    /// The XOR coding's bits.
+    xor_bits: u32,
+    /// Deltas / deltas of deltas with one Rice parameter ([`FixedRice`]).
+    fixed_delta_bits: u64,
+    fixed_dod_bits: u64,
+}
+
 /// Prices the value streams of `vs` for an integer coding with `k` decimals (values it cannot
-/// represent are exceptions): deltas, deltas of deltas, and the XOR coding's bits.
-fn int_costs(vs: &[f64], k: u8) -> (StreamCost, StreamCost, u32) {
+/// represent are exceptions): deltas and deltas of deltas in every residual coding, and the
+/// XOR coding's bits.
+fn int_costs(vs: &[f64], k: u8) -> IntCosts {
     let (mut delta, mut dod) = (StreamCost::new(), StreamCost::new());
     let Some((&first, rest)) = vs.split_first() else {
-        return (delta, dod, 0);
+        return IntCosts {
+            delta,
+            dod,
+            xor_bits: 0,
+            fixed_delta_bits: 0,
+            fixed_dod_bits: 0,
+        };
     };
+    let (mut zd, mut zdd) = (
+        Vec::with_capacity(rest.len()),
+        Vec::with_capacity(rest.len()),
+    );
+    let mut exceptions = 0u64;
     let mut xor = XorState::new(first.to_bits());
     let mut xor_bits = 0u32;
     let (mut n_prev, mut d_prev) = (int::to_scaled(first, k).unwrap_or(0), 0i64);
@@ -883,18 +936,30 @@ fn int_costs(vs: &[f64], k: u8) -> (StreamCost, StreamCost, u32) {
         match int::to_scaled(v, k) {
             Some(n) => {
                 let d = n.wrapping_sub(n_prev);
-                delta.add(zigzag(d));
-                dod.add(zigzag(d.wrapping_sub(d_prev)));
+                let (a, b) = (zigzag(d), zigzag(d.wrapping_sub(d_prev)));
+                delta.add(a);
+                dod.add(b);
+                zd.push(a);
+                zdd.push(b);
                 d_prev = d;
                 n_prev = n;
             }
             None => {
                 delta.add_exception();
                 dod.add_exception();
+                zd.push(EXCEPTION);
+                zdd.push(EXCEPTION);
+                exceptions += 1;
             }
         }
     }
-    (delta, dod, xor_bits)
+    IntCosts {
+        delta,
+        dod,
+        xor_bits,
+        fixed_delta_bits: FixedRice::choose(&zd).1 + 64 * exceptions,
+        fixed_dod_bits: FixedRice::choose(&zdd).1 + 64 * exceptions,
+    }
 }
 
 /// How many values an integer-coded chunk may hold as raw exceptions before it turns to XOR.
@@ -906,6 +971,7 @@ fn int_encoding(decimals: u8) -> ValueEncoding {
         delta_of_delta: true,
         no_bits: false,
         sparse: false,
+        fixed_k: false,
     }
 }
 
@@ -950,7 +1016,8 @@ fn parse_header(bytes: &[u8]) -> Result<Parsed, Error> {
                 .ok_or_else(|| corrupt(1, "truncated chunk header"))?;
             pos = 2;
             let decimals = b1 & INT_DEC_MASK;
-            if b1 & INT_RESERVED != 0 || decimals > int::MAX_DECIMALS {
+            let fixed_k = b1 & INT_FIXED != 0;
+            if decimals > int::MAX_DECIMALS || (fixed_k && b1 & (INT_NO_BITS | INT_SPARSE) != 0) {
                 return Err(corrupt(1, format!("bad integer parameters {b1:#04x}")));
             }
             ValueEncoding::Int {
@@ -958,6 +1025,7 @@ fn parse_header(bytes: &[u8]) -> Result<Parsed, Error> {
                 delta_of_delta: b1 & INT_DELTA == 0,
                 no_bits: b1 & INT_NO_BITS != 0,
                 sparse: b1 & INT_SPARSE != 0,
+                fixed_k,
             }
         }
         _ => return Err(corrupt(0, format!("unknown value encoding {b0:#04x}"))),
@@ -1116,7 +1184,12 @@ pub fn fuzz_decode(data: &[u8]) {
         assert_eq!(i, want.len());
     };
     same(&mut w.iter());
-    for policy in [EncodePolicy::Auto, EncodePolicy::Xor, EncodePolicy::Int] {
+    for policy in [
+        EncodePolicy::Auto,
+        EncodePolicy::Xor,
+        EncodePolicy::Int,
+        EncodePolicy::IntFixedRice,
+    ] {
         if let Some(bytes) = w.finish_with(policy) {
             match decode(&bytes) {
                 Ok(mut it) => same(&mut it),
@@ -1218,6 +1291,8 @@ pub struct SampleIter<'a> {
     xor: XorState,
     base_offset: u64,
     checked_end: bool,
+    /// The CPU has `lzcnt`, BMI1 and BMI2 (set by `bulk_dispatch` after checking).
+    fast_cpu: bool,
     err: Option<Error>,
 }
 
@@ -1248,11 +1323,12 @@ impl<'a> SampleIter<'a> {
             d: 0,
             t0,
             first,
-            ts_coder: ResCoder::new(time_sparse(time)),
-            v_coder: ResCoder::new(value_sparse(value)),
+            ts_coder: ResCoder::new(time_sparse(time), false),
+            v_coder: ResCoder::new(value_sparse(value), value_fixed(value)),
             xor: XorState::default(),
             base_offset,
             checked_end: false,
+            fast_cpu: false,
             err: None,
         }
     }
@@ -1433,6 +1509,12 @@ trait ResDec: Copy {
     fn dec_word(&mut self, _word: u64, _avail: u32) -> Option<(u64, u32)> {
         None
     }
+
+    /// The Rice parameter of a one-parameter coder once it is known (after the first code).
+    #[inline(always)]
+    fn fixed_k(&self) -> Option<u32> {
+        None
+    }
 }
 
 impl ResDec for Rice {
@@ -1446,6 +1528,25 @@ impl ResDec for Rice {
     #[inline(always)]
     fn dec_word(&mut self, word: u64, avail: u32) -> Option<(u64, u32)> {
         self.decode_word(word, avail)
+    }
+}
+
+impl ResDec for FixedRice {
+    #[inline(always)]
+    fn dec(&mut self, r: &mut BitReader<'_>) -> u64 {
+        self.decode(r)
+    }
+
+    const WORD: bool = true;
+
+    #[inline(always)]
+    fn dec_word(&mut self, word: u64, avail: u32) -> Option<(u64, u32)> {
+        self.decode_word(word, avail)
+    }
+
+    #[inline(always)]
+    fn fixed_k(&self) -> Option<u32> {
+        self.param()
     }
 }
 
@@ -1665,6 +1766,8 @@ struct VInt<C, const DOD: bool> {
     n: i64,
     d: i64,
     decimals: u8,
+    /// Runs of one-parameter codes may use the loop compiled for `lzcnt`/BMI2 (checked).
+    fast_cpu: bool,
 }
 
 impl<C: ResDec, const DOD: bool> VInt<C, DOD> {
@@ -1698,6 +1801,13 @@ impl<C: ResDec, const DOD: bool> ValueDec for VInt<C, DOD> {
     /// not fit it (escapes, exceptions, long codes) go through [`step`](ValueDec::step).
     #[inline(always)]
     fn fill(&mut self, r: &mut BitReader<'_>, out: &mut [f64], last: &mut f64) -> usize {
+        if let Some(k) = self.c.fixed_k() {
+            let got = self.fill_fixed_dispatch(k, r, out);
+            if let Some(&v) = got.checked_sub(1).and_then(|i| out.get(i)) {
+                *last = v;
+            }
+            return got;
+        }
         if !C::WORD {
             for (j, o) in out.iter_mut().enumerate() {
                 let v = self.step(r);
@@ -1744,6 +1854,160 @@ impl<C: ResDec, const DOD: bool> ValueDec for VInt<C, DOD> {
         }
         r.set_pos(pos);
         out.len()
+    }
+}
+
+impl<C: ResDec, const DOD: bool> VInt<C, DOD> {
+    /// [`fill_fixed`](VInt::fill_fixed) in a function of its own (the loop keeps its state in
+    /// registers, away from the register pressure of the whole bulk loop), compiled with
+    /// `lzcnt`/BMI2 when the CPU has them and `fast_cpu` allows (as `bulk_dispatch`).
+    #[inline(always)]
+    fn fill_fixed_dispatch(&mut self, k: u32, r: &mut BitReader<'_>, out: &mut [f64]) -> usize {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if self.fast_cpu {
+                // SAFETY: `fast_cpu` is only set after checking that the CPU supports every
+                // feature `fill_fixed_lzcnt` is compiled for (`SampleIter::bulk_dispatch`).
+                return unsafe { self.fill_fixed_lzcnt(k, r, out) };
+            }
+        }
+        self.fill_fixed_base(k, r, out)
+    }
+
+    #[inline(never)]
+    fn fill_fixed_base(&mut self, k: u32, r: &mut BitReader<'_>, out: &mut [f64]) -> usize {
+        self.fill_fixed(k, r, out)
+    }
+
+    /// # Safety
+    /// The CPU must support `lzcnt`, `bmi1` and `bmi2`.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "lzcnt,bmi1,bmi2")]
+    #[inline(never)]
+    unsafe fn fill_fixed_lzcnt(&mut self, k: u32, r: &mut BitReader<'_>, out: &mut [f64]) -> usize {
+        self.fill_fixed(k, r, out)
+    }
+
+    /// [`fill`](ValueDec::fill) for residuals Rice coded with the one parameter `k`: every
+    /// code's length is known from its prefix alone, so the loop's serial chain is the
+    /// prefix scan and the shift. Values with decimals are divided by `10^decimals` in a
+    /// second pass over each stretch between exceptions (vectorisable: one division per
+    /// sample is the bottleneck otherwise); exceptions are read here as raw values.
+    #[inline(always)]
+    fn fill_fixed(&mut self, k: u32, r: &mut BitReader<'_>, out: &mut [f64]) -> usize {
+        let p = int::POW10[usize::from(self.decimals).min(int::POW10.len() - 1)];
+        let mut j = 0;
+        loop {
+            let rest = out.get_mut(j..).unwrap_or_default();
+            let (got, exception) = self.fill_fixed_ints(k, r, rest);
+            if self.decimals > 0 {
+                div_all(rest.get_mut(..got).unwrap_or_default(), p);
+            }
+            j += got;
+            if !exception {
+                return j;
+            }
+            let v = f64::from_bits(r.read_long(64));
+            if r.overrun() {
+                return j;
+            }
+            if let Some(o) = out.get_mut(j) {
+                *o = v;
+            }
+            j += 1;
+        }
+    }
+
+    /// The loop of [`fill_fixed`](VInt::fill_fixed): the integers (as `f64`, not divided by
+    /// `10^decimals`) into `out` until it is full, the stream overruns (the value that
+    /// overran not counted) or an exception symbol was read (then `true`; its raw value is
+    /// next in the stream). State is kept in locals.
+    #[inline(always)]
+    fn fill_fixed_ints(&mut self, k: u32, r: &mut BitReader<'_>, out: &mut [f64]) -> (usize, bool) {
+        let end = r.end();
+        let (mut n, mut d) = (self.n, self.d);
+        let mut pos = r.pos();
+        let mut word = r.peek();
+        let mut avail = 57u32;
+        let k1 = k + 1;
+        let low_shift = 63u32.saturating_sub(k);
+        let mut j = 0;
+        let mut exception = false;
+        while j < out.len() {
+            if avail < 32 {
+                r.set_pos(pos);
+                word = r.peek();
+                avail = 57;
+            }
+            let q = (!word).leading_zeros();
+            let total = q + k1;
+            let z = if q < RICE_ESCAPE && total <= avail {
+                // the zero after the prefix tops the low bits (see `Rice::decode_word`)
+                let z = (u64::from(q) << k) | ((word << q) >> low_shift);
+                word <<= total;
+                avail -= total;
+                pos = pos.wrapping_add(u64::from(total));
+                z
+            } else {
+                r.set_pos(pos);
+                let z = self.c.dec(r);
+                pos = r.pos();
+                word = r.peek();
+                avail = 57;
+                if z == EXCEPTION {
+                    exception = true;
+                    break;
+                }
+                z
+            };
+            if pos > end {
+                break;
+            }
+            let x = unzigzag(z);
+            if DOD {
+                d = d.wrapping_add(x);
+                n = n.wrapping_add(d);
+            } else {
+                n = n.wrapping_add(x);
+            }
+            if let Some(o) = out.get_mut(j) {
+                *o = n as f64;
+            }
+            j += 1;
+        }
+        r.set_pos(pos);
+        (self.n, self.d) = (n, d);
+        (j, exception)
+    }
+}
+
+/// Divides every value by `p` (a power of ten): bit for bit what dividing one by one gives,
+/// as every IEEE division is correctly rounded; with AVX where the CPU has it.
+#[inline]
+fn div_all(vs: &mut [f64], p: f64) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx") {
+            // SAFETY: the CPU supports AVX (checked just above), the only requirement of
+            // `div_all_avx`.
+            unsafe { div_all_avx(vs, p) };
+            return;
+        }
+    }
+    for v in vs {
+        *v /= p;
+    }
+}
+
+/// [`div_all`] compiled with AVX (four divisions per instruction).
+///
+/// # Safety
+/// The CPU must support AVX.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+unsafe fn div_all_avx(vs: &mut [f64], p: f64) {
+    for v in vs {
+        *v /= p;
     }
 }
 
@@ -1822,6 +2086,7 @@ impl SampleIter<'_> {
                 && std::arch::is_x86_feature_detected!("bmi1")
                 && std::arch::is_x86_feature_detected!("bmi2")
             {
+                self.fast_cpu = true;
                 // SAFETY: the CPU supports every feature `bulk_time_lzcnt` is compiled for
                 // (checked just above), which is the only requirement of calling it.
                 return unsafe { self.bulk_time_lzcnt(ot, ov) };
@@ -1910,7 +2175,20 @@ impl SampleIter<'_> {
                     ov,
                 )
             }
+            // timestamps never use one parameter; decode as iteration does
+            (_, ResCoder::Fixed(_)) => self.by_sample(ot, ov),
         }
+    }
+
+    /// Decodes samples into `ot` / `ov` with `next` (codings without a bulk loop).
+    fn by_sample(&mut self, ot: &mut [i64], ov: &mut [f64]) -> usize {
+        let mut i = 0;
+        for (t, v) in ot.iter_mut().zip(ov.iter_mut()) {
+            let Some(s) = self.next() else { break };
+            (*t, *v) = s;
+            i += 1;
+        }
+        i
     }
 
     /// The grid point `t0 + i * delta1` of the first sample whose timestamp is coded as a
@@ -1949,6 +2227,7 @@ impl SampleIter<'_> {
                             n,
                             d,
                             decimals,
+                            fast_cpu: self.fast_cpu,
                         };
                         let (v, k) = self.bulk(td, v, ot, ov);
                         (self.n, self.d) = (v.n, v.d);
@@ -1972,6 +2251,12 @@ impl SampleIter<'_> {
                     }
                     (ResCoder::Sparse(c), false, false) => {
                         int_loop!(c, false, |c| Some(ResCoder::Sparse(c)))
+                    }
+                    (ResCoder::Fixed(c), false, true) => {
+                        int_loop!(c, true, |c| Some(ResCoder::Fixed(c)))
+                    }
+                    (ResCoder::Fixed(c), false, false) => {
+                        int_loop!(c, false, |c| Some(ResCoder::Fixed(c)))
                     }
                 }
             }
@@ -2253,7 +2538,12 @@ mod tests {
                 };
                 w.append(t, v);
             }
-            for p in [EncodePolicy::Auto, EncodePolicy::Xor, EncodePolicy::Int] {
+            for p in [
+                EncodePolicy::Auto,
+                EncodePolicy::Xor,
+                EncodePolicy::Int,
+                EncodePolicy::IntFixedRice,
+            ] {
                 chunks.extend(w.finish_with(p));
             }
         }

@@ -27,6 +27,11 @@ impl XorState {
         }
     }
 
+    /// The bits of the last value encoded or decoded (the first value before any).
+    pub(crate) fn prev(&self) -> u64 {
+        self.prev
+    }
+
     /// Encodes `bits`, returning the bits written.
     #[inline]
     pub(crate) fn encode<S: BitSink>(&mut self, bits: u64, out: &mut S) -> u32 {
