@@ -167,6 +167,35 @@ fn hostile_requests_are_refused_cleanly_and_the_server_stays_up() {
         }
     }
     still_up(&rt, &s);
+
+    // Go's limit on repeat counts: Prometheus' exact answer (as Prometheus 2.42 gave it)
+    let (st, v) = post(
+        &rt,
+        &format!("{}/api/v1/query", s.base),
+        &[("query", r#"up{job=~"a{1001}"}"#), ("time", "1000")],
+    );
+    assert_eq!(
+        (st, &v["errorType"]),
+        (400, &serde_json::json!("bad_data")),
+        "{v}"
+    );
+    assert_eq!(
+        v["error"],
+        "invalid parameter \"query\": 1:4: parse error: error parsing regexp: invalid repeat count: `{1001}`"
+    );
+    // a dashboard variable with 10,000 pods selected: beyond the regex crate's default size
+    // limit, answered as Prometheus answers it
+    let pods: Vec<String> = (0..10_000)
+        .map(|i| format!("pod-name-of-some-deployment-{i:08}-abcdefghijklm"))
+        .collect();
+    let q = format!("up{{job=~\"({})\"}}", pods.join("|"));
+    let (st, v) = post(
+        &rt,
+        &format!("{}/api/v1/query", s.base),
+        &[("query", &q), ("time", "1000")],
+    );
+    assert_eq!(st, 200, "{v}");
+    still_up(&rt, &s);
     // and the scraper kept going: the server is still ready
     let st = rt.block_on(async {
         reqwest::get(format!("{}/-/ready", s.base))

@@ -143,7 +143,34 @@ const CASES: &[(&str, usize, &str)] = &[
     ("sum(rate(", 9, "unclosed left parenthesis"),
     ("foo[5s x 5s]", 7, "unexpected character: 'x', expected ':'"),
     ("foo[5s s 5s]", 7, "unexpected character: 's', expected ':'"),
+    // Go's regexp/syntax limits (checked against Prometheus 2.42's query API: HTTP 400,
+    // errorType bad_data, "1:4: parse error: error parsing regexp: ...")
+    ("up{job=~\"a{1001}\"}", 3, "error parsing regexp: invalid repeat count: `{1001}`"),
+    ("up{job=~\"a{2,1001}\"}", 3, "error parsing regexp: invalid repeat count: `{2,1001}`"),
+    ("up{job!~\"(a{100}){100}\"}", 3, "error parsing regexp: invalid repeat count: `{100}`"),
+    ("up{job=~\"x{1000}{1000}\"}", 3, "error parsing regexp: invalid nested repetition operator: `{1000}{1000}`"),
+    ("up{job=~\"a**\"}", 3, "error parsing regexp: invalid nested repetition operator: `**`"),
+    ("up{job=~\"\\\\Z\"}", 3, "error parsing regexp: invalid escape sequence: `\\Z`"),
+    ("up{job=~\"(?x)a\"}", 3, "error parsing regexp: invalid or unsupported Perl syntax: `(?x`"),
 ];
+
+/// Regexes Go's syntax takes and the regex crate's would refuse (Prometheus 2.42 answered
+/// each with a result).
+#[test]
+fn go_regex_syntax_is_accepted() {
+    for q in [
+        "up{job=~\"a{1000}\"}",
+        "up{job=~\"(a{10}){100}\"}",
+        "up{job=~\"a{,5}\"}",
+        "up{job=~\"x{\"}",
+        "up{job=~\"a{01}\"}",
+        "up{job=~\"\\\\Qa.b\\\\E\"}",
+        "up{job=~\"(?P<n>a)(?P<n>b)\"}",
+        "label_replace(up, \"x\", \"$1\", \"job\", \"(a{,2})\")",
+    ] {
+        parse(q).unwrap_or_else(|e| panic!("{q}: {e}"));
+    }
+}
 
 #[test]
 fn prometheus_error_messages_and_positions() {

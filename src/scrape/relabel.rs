@@ -46,11 +46,11 @@ pub struct AnchoredRegex {
 }
 
 impl AnchoredRegex {
-    /// Compiles `^(?:s)$`.
-    pub fn new(s: &str) -> Result<Self, regex::Error> {
+    /// Compiles `^(?s:s)$`, `s` read as Go reads it (as Prometheus does).
+    pub fn new(s: &str) -> Result<Self, inferdb_storage::re2::Re2Error> {
         Ok(AnchoredRegex {
             source: s.to_string(),
-            re: Regex::new(&format!("^(?s:{s})$"))?,
+            re: inferdb_storage::re2::compile_anchored(s)?,
         })
     }
     /// The regex as written in the configuration.
@@ -411,5 +411,10 @@ mod tests {
         assert!(e.to_string().contains("frobnicate"), "{e}");
         let e = serde_yaml::from_str::<RelabelConfig>("regex: '('").unwrap_err();
         assert!(e.to_string().contains("invalid regex"), "{e}");
+        // Go's syntax, as Prometheus reads relabelling regexes
+        let e = serde_yaml::from_str::<RelabelConfig>("regex: 'a{1001}'").unwrap_err();
+        assert!(e.to_string().contains("invalid repeat count"), "{e}");
+        let r: RelabelConfig = serde_yaml::from_str("regex: 'a{,5}'").unwrap();
+        assert!(r.regex.regex().is_match("a{,5}"));
     }
 }

@@ -56,6 +56,7 @@ pub mod index;
 pub mod labels;
 pub mod matcher;
 pub mod querier;
+pub mod re2;
 pub mod retention;
 pub mod wal;
 

@@ -50,7 +50,8 @@ impl PartialEq for Matcher {
 impl Eq for Matcher {}
 
 impl Matcher {
-    /// Builds a matcher; regexes are compiled fully anchored (`^(?s:...)$`) as Prometheus does.
+    /// Builds a matcher; regexes are read as Go reads them ([`crate::re2`]) and compiled fully
+    /// anchored (`^(?s:...)$`) as Prometheus does.
     pub fn new(
         op: MatchOp,
         name: impl Into<String>,
@@ -59,8 +60,8 @@ impl Matcher {
         let value = value.into();
         let re = match op {
             MatchOp::RegexMatch | MatchOp::RegexNoMatch => Some(
-                Regex::new(&format!("^(?s:{value})$"))
-                    .map_err(|e| Error::InvalidRegex(format!("{value:?}: {e}")))?,
+                crate::re2::compile_anchored(&value)
+                    .map_err(|e| Error::InvalidRegex(e.to_string()))?,
             ),
             _ => None,
         };
@@ -131,6 +132,11 @@ mod tests {
         assert!(m.matches("c"));
         assert!(!m.matches("a"));
         assert!(Matcher::new(MatchOp::RegexMatch, "x", "(").is_err());
+        // Go's limit on repeat counts, with Go's message
+        match Matcher::new(MatchOp::RegexMatch, "x", "a{1001}") {
+            Err(Error::InvalidRegex(m)) => assert_eq!(m, "invalid repeat count: `{1001}`"),
+            o => panic!("{o:?}"),
+        }
     }
 
     #[test]

@@ -4,7 +4,6 @@ use std::cmp::Ordering;
 
 use inferdb_storage::labels::METRIC_NAME;
 use inferdb_storage::{Label, Labels};
-use regex::Regex;
 
 use crate::eval::Vector;
 use crate::eval::{check_duplicates, err, EvalResult};
@@ -30,7 +29,7 @@ pub(crate) fn label_replace(
     src: &str,
     regex: &str,
 ) -> EvalResult<Vector> {
-    let re = match Regex::new(&format!("^(?s:{regex})$")) {
+    let re = match inferdb_storage::re2::compile_anchored(regex) {
         Ok(r) => r,
         Err(_) => {
             return err(format!(
