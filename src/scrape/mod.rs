@@ -7,6 +7,7 @@
 mod cache;
 pub mod config;
 pub mod exposition;
+mod http;
 pub mod manager;
 pub mod relabel;
 pub mod sink;

@@ -20,6 +20,7 @@ use serde::Deserialize;
 use super::cache::{FxHasher, SeriesCache};
 use super::config::{Config, ScrapeConfig};
 use super::exposition::{self, Entry, Format};
+use super::http::{HttpTarget, Outcome, Page, PooledBuf, RequestSpec};
 use super::relabel::{relabel, LabelMap, RelabelConfig};
 use super::sink::{AppendStats, SampleSink, SeriesHandle, SinkError, SinkSample};
 use crate::metrics::{self, Counter, Histogram};
@@ -36,6 +37,11 @@ static EXCEEDED_SAMPLE_LIMIT: LazyLock<Counter> = LazyLock::new(|| {
         "Total number of scrapes that hit the sample limit and were rejected.",
     )
 });
+/// Counts a scrape that hit the body size limit.
+pub(crate) fn note_body_size_exceeded() {
+    EXCEEDED_BODY_SIZE.inc();
+}
+
 static SAMPLES_REJECTED: LazyLock<Counter> = LazyLock::new(|| {
     metrics::counter(
         "inferdb_target_scrapes_samples_rejected_total",
@@ -569,6 +575,8 @@ pub struct ScrapeLoop {
     target: Target,
     opts: ScrapeOptions,
     client: reqwest::Client,
+    /// The lean client of an `http://` target (others go through `client`).
+    lean: Option<HttpTarget>,
     auth: Auth,
     sink: Arc<dyn SampleSink>,
     state: Arc<Mutex<TargetState>>,
@@ -603,9 +611,21 @@ impl ScrapeLoop {
             .iter()
             .map(|n| SeriesHandle::new(target.labels.with("__name__", n)))
             .collect();
+        let lean = HttpTarget::new(&RequestSpec {
+            url: &target.url,
+            accept: ACCEPT_HEADER,
+            timeout: target.timeout,
+            gzip: opts.enable_compression,
+            authorization: match &auth {
+                Auth::None => None,
+                Auth::Basic(u, p) => Some(super::http::basic_auth_value(u, p.as_deref())),
+                Auth::Header(h) => Some(h.clone()),
+            },
+        });
         ScrapeLoop {
             opts,
             client,
+            lean,
             auth,
             sink,
             state: Arc::new(Mutex::new(TargetState::default())),
@@ -644,7 +664,20 @@ impl ScrapeLoop {
         self.state.clone()
     }
 
-    async fn fetch(&self) -> Result<(Vec<u8>, Format), String> {
+    async fn fetch(&mut self) -> Result<Page, String> {
+        if let Some(lean) = &mut self.lean {
+            match lean.fetch(self.opts.body_size_limit).await {
+                Ok(Outcome::Page(p)) => return Ok(p),
+                // the job's client applies the redirect policy
+                Ok(Outcome::Redirect) => {}
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        self.fetch_general().await
+    }
+
+    /// A fetch through the job's `reqwest` client (TLS, redirects).
+    async fn fetch_general(&self) -> Result<Page, String> {
         let mut req = self
             .client
             .get(&self.target.url)
@@ -673,7 +706,9 @@ impl ScrapeLoop {
             resp.content_length()
                 .unwrap_or(1 << 16)
                 .min(if limit > 0 { limit } else { 1 << 25 });
-        let mut body = Vec::with_capacity(cap as usize);
+        let mut buf = PooledBuf::take();
+        let body = buf.vec();
+        body.reserve(cap as usize);
         while let Some(chunk) = resp.chunk().await.map_err(|e| describe_reqwest(&e))? {
             if limit > 0 && (body.len() + chunk.len()) as u64 > limit {
                 EXCEEDED_BODY_SIZE.inc();
@@ -681,7 +716,7 @@ impl ScrapeLoop {
             }
             body.extend_from_slice(&chunk);
         }
-        Ok((body, Format::from_content_type(&ct)))
+        Ok(Page::whole(buf, ct))
     }
 
     /// Scrapes once with start time `t_ms`: fetches, parses, stores. Never panics on bad
@@ -696,8 +731,10 @@ impl ScrapeLoop {
             )),
         };
         let result = match fetched {
-            Ok((body, format)) => match std::str::from_utf8(&body) {
-                Ok(text) => self.process_page(text, format, t_ms),
+            Ok(page) => match std::str::from_utf8(page.body()) {
+                Ok(text) => {
+                    self.process_page(text, Format::from_content_type(&page.content_type), t_ms)
+                }
                 Err(e) => Err(format!("page is not valid UTF-8: {e}")),
             },
             Err(e) => Err(e),
