@@ -402,3 +402,187 @@ fn quick_start_urls() {
     assert_eq!(t[0].labels.get("instance"), Some("localhost:8000"));
     assert_eq!(t[0].labels.get("job"), Some("vllm"));
 }
+
+/// A raw HTTP server: for each request on each connection, `respond(head, connection
+/// number, request number on it)` gives the bytes to write and whether to close after them.
+/// Gives the address and the request heads received.
+async fn serve_raw(
+    respond: impl Fn(&str, usize, usize) -> (Vec<u8>, bool) + Send + Sync + 'static,
+) -> (std::net::SocketAddr, Arc<Mutex<Vec<String>>>) {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let respond = Arc::new(respond);
+    let heads = Arc::new(Mutex::new(vec![]));
+    let seen = heads.clone();
+    tokio::spawn(async move {
+        let mut conn = 0;
+        loop {
+            let Ok((mut s, _)) = l.accept().await else {
+                return;
+            };
+            conn += 1;
+            let (respond, seen) = (respond.clone(), seen.clone());
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                for req in 1.. {
+                    let end = loop {
+                        if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                            break p + 4;
+                        }
+                        let mut tmp = [0u8; 4096];
+                        match s.read(&mut tmp).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(k) => buf.extend_from_slice(&tmp[..k]),
+                        }
+                    };
+                    let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+                    buf.drain(..end);
+                    seen.lock().push(head.clone());
+                    let (bytes, close) = respond(&head, conn, req);
+                    // in two writes, so the client sees the response arrive in pieces
+                    let half = bytes.len() / 2;
+                    let _ = s.write_all(&bytes[..half]).await;
+                    let _ = s.flush().await;
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                    let _ = s.write_all(&bytes[half..]).await;
+                    if close {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (addr, heads)
+}
+
+fn response(extra_headers: &str, body: &[u8]) -> Vec<u8> {
+    let mut r = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: text/plain; version=0.0.4\r\n{extra_headers}\r\n"
+    )
+    .into_bytes();
+    r.extend_from_slice(body);
+    r
+}
+
+/// The plain-HTTP path: a kept-alive connection reused, the request headers Prometheus
+/// sends, chunked and close-delimited bodies, a server that closes the kept connection,
+/// redirects (left to the general client), error statuses, and pages split across reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_http_client_framing_reuse_and_redirects() {
+    let page = b"# TYPE a counter\na_total 1\nb{x=\"1\"} 2.5\n";
+    let p = page.to_vec();
+    let (keep, keep_heads) = serve_raw(move |_, _, _| {
+        (
+            response(&format!("content-length: {}\r\n", p.len()), &p),
+            false,
+        )
+    })
+    .await;
+    let p = page.to_vec();
+    let (chunked, _) = serve_raw(move |_, _, _| {
+        let mut body = Vec::new();
+        for part in p.chunks(7) {
+            body.extend_from_slice(format!("{:x};ext=1\r\n", part.len()).as_bytes());
+            body.extend_from_slice(part);
+            body.extend_from_slice(b"\r\n");
+        }
+        body.extend_from_slice(b"0\r\nx-trailer: 1\r\n\r\n");
+        (response("transfer-encoding: chunked\r\n", &body), false)
+    })
+    .await;
+    let p = page.to_vec();
+    // closes after every response without saying so (an idle timeout on the server)
+    let (closing, _) = serve_raw(move |_, _, _| {
+        (
+            response(&format!("content-length: {}\r\n", p.len()), &p),
+            true,
+        )
+    })
+    .await;
+    let p = page.to_vec();
+    let (eof, _) = serve_raw(move |_, _, _| (response("connection: close\r\n", &p), true)).await;
+    let (redirect, _) = serve_raw(move |_, _, _| {
+        let r = format!(
+            "HTTP/1.1 302 Found\r\nlocation: http://{keep}/metrics\r\ncontent-length: 0\r\n\r\n"
+        );
+        (r.into_bytes(), false)
+    })
+    .await;
+    let (missing, _) = serve_raw(|_, _, _| {
+        (
+            b"HTTP/1.1 404 Not Found\r\ncontent-length: 9\r\n\r\nnot found".to_vec(),
+            false,
+        )
+    })
+    .await;
+    let cfg = config(&format!(
+        "scrape_configs:\n  - job_name: j\n    scrape_interval: 1s\n    basic_auth: {{username: u, password: p}}\n    static_configs: [{{targets: ['{keep}', '{chunked}', '{closing}', '{eof}', '{redirect}', '{missing}']}}]\n"
+    ));
+    let sink = Arc::new(MemorySink::new());
+    let mut loops = make_loop(&cfg, sink.clone());
+    for round in 0..3i64 {
+        for lp in &mut loops {
+            let inst = lp.target().labels.get("instance").unwrap().to_string();
+            let r = lp.scrape_once(1000 * (round + 1)).await;
+            if inst == missing.to_string() {
+                assert!(!r.up);
+                assert_eq!(
+                    r.error.as_deref(),
+                    Some("server returned HTTP status 404 Not Found")
+                );
+            } else {
+                assert!(r.up, "{inst} round {round}: {:?}", r.error);
+                assert_eq!(r.samples_scraped, 2, "{inst}");
+            }
+        }
+    }
+    for inst in [keep, chunked, closing, eof, redirect] {
+        let b = sink.find(&[("__name__", "b"), ("instance", &inst.to_string())]);
+        assert_eq!(
+            b[0].1,
+            vec![(1000, 2.5), (2000, 2.5), (3000, 2.5)],
+            "{inst}"
+        );
+    }
+    // three scrapes of `keep` plus three through the redirect: one connection from the
+    // lean client, the redirected requests from the general client
+    let heads = keep_heads.lock().clone();
+    assert_eq!(heads.len(), 6);
+    let lean: Vec<&String> = heads
+        .iter()
+        .filter(|h| h.contains("User-Agent: inferdb/"))
+        .collect();
+    assert_eq!(lean.len(), 3, "{heads:?}");
+    for h in lean {
+        assert!(h.starts_with("GET /metrics HTTP/1.1\r\n"), "{h}");
+        assert!(h.contains(&format!("Host: {keep}\r\n")), "{h}");
+        assert!(h.contains(&format!("Accept: {ACCEPT_HEADER}\r\n")), "{h}");
+        assert!(h.contains("Accept-Encoding: gzip\r\n"), "{h}");
+        assert!(h.contains("Authorization: Basic dTpw\r\n"), "{h}");
+        assert!(
+            h.contains("X-Prometheus-Scrape-Timeout-Seconds: 1\r\n"),
+            "{h}"
+        );
+    }
+}
+
+/// A reused connection is kept across scrapes (one accepted connection for many scrapes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_http_connection_is_kept_alive() {
+    let conns = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let c = conns.clone();
+    let (addr, _) = serve_raw(move |_, conn, _| {
+        c.fetch_max(conn, std::sync::atomic::Ordering::Relaxed);
+        (response("content-length: 4\r\n", b"a 1\n"), false)
+    })
+    .await;
+    let cfg = config(&format!(
+        "scrape_configs: [{{job_name: j, scrape_interval: 1s, static_configs: [{{targets: ['{addr}']}}]}}]"
+    ));
+    let sink = Arc::new(MemorySink::new());
+    let mut lp = make_loop(&cfg, sink.clone()).remove(0);
+    for t in 1..=5 {
+        assert!(lp.scrape_once(t * 1000).await.up);
+    }
+    assert_eq!(conns.load(std::sync::atomic::Ordering::Relaxed), 1);
+}

@@ -626,7 +626,7 @@ mod tests {
         assert_eq!(h.framing, Framing::Length(12));
         assert!(!h.close && !h.gzip);
         assert_eq!(h.content_type, "text/plain; version=0.0.4");
-        assert_eq!(h.len, 83);
+        assert_eq!(h.len, 80);
         let h = head("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\ncontent-encoding: gzip\r\nconnection: close\r\n\r\n");
         assert_eq!(h.framing, Framing::Chunked);
         assert!(h.close && h.gzip);
