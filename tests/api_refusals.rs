@@ -183,6 +183,24 @@ fn hostile_requests_are_refused_cleanly_and_the_server_stays_up() {
         v["error"],
         "invalid parameter \"query\": 1:4: parse error: error parsing regexp: invalid repeat count: `{1001}`"
     );
+    // label_replace's regex is checked when evaluated: Prometheus' 422 and message
+    let (st, v) = post(
+        &rt,
+        &format!("{}/api/v1/query", s.base),
+        &[
+            ("query", r#"label_replace(up, "x", "$1", "job", "a{1001}")"#),
+            ("time", "1000"),
+        ],
+    );
+    assert_eq!(
+        (st, &v["errorType"]),
+        (422, &serde_json::json!("execution")),
+        "{v}"
+    );
+    assert_eq!(
+        v["error"],
+        "invalid regular expression in label_replace(): a{1001}"
+    );
     // a dashboard variable with 10,000 pods selected: beyond the regex crate's default size
     // limit, answered as Prometheus answers it
     let pods: Vec<String> = (0..10_000)
