@@ -154,52 +154,66 @@ impl SampleSink for MemorySink {
 
 impl SampleSink for inferdb_storage::db::Db {
     fn append_batch(&self, batch: &[SinkSample<'_>]) -> Result<AppendStats, SinkError> {
-        use inferdb_storage::db::SeriesRef;
+        use inferdb_storage::wal::RefSample;
         use inferdb_storage::Error;
-        let mut app = self.appender();
         let mut st = AppendStats::default();
-        for s in batch {
-            let mut r = match s.series.cached_ref() {
-                Some(r) => SeriesRef(r),
-                None => {
-                    let Some(l) = s.series.labels() else {
-                        st.unresolved += 1;
-                        continue;
-                    };
-                    match app.get_ref(l) {
-                        Ok(r) => {
-                            s.series.set_cached_ref(r.0);
-                            r
-                        }
-                        Err(Error::InvalidLabels(_)) => {
-                            st.rejected += 1;
-                            continue;
-                        }
-                        Err(e) => return Err(SinkError(e.to_string())),
-                    }
+        // the samples by reference, and where each one is in `batch`
+        let mut refs: Vec<RefSample> = Vec::with_capacity(batch.len());
+        let mut at: Vec<u32> = Vec::with_capacity(batch.len());
+        let resolve =
+            |s: &SinkSample<'_>, st: &mut AppendStats| -> Result<Option<u64>, SinkError> {
+                if let Some(r) = s.series.cached_ref() {
+                    return Ok(Some(r));
                 }
-            };
-            let mut res = app.append_ref(r, s.t, s.v);
-            if matches!(res, Err(Error::UnknownSeries(..))) {
-                // the series left the head since we cached its reference
-                s.series.clear_cached_ref();
                 let Some(l) = s.series.labels() else {
                     st.unresolved += 1;
-                    continue;
+                    return Ok(None);
                 };
-                r = app.get_ref(l).map_err(|e| SinkError(e.to_string()))?;
-                s.series.set_cached_ref(r.0);
-                res = app.append_ref(r, s.t, s.v);
-            }
-            match res {
-                Ok(()) => st.appended += 1,
-                Err(Error::OutOfOrder | Error::DuplicateTimestamp | Error::OutOfBounds) => {
-                    st.rejected += 1
+                match self.get_ref(l) {
+                    Ok(r) => {
+                        s.series.set_cached_ref(r.0);
+                        Ok(Some(r.0))
+                    }
+                    Err(Error::InvalidLabels(_)) => {
+                        st.rejected += 1;
+                        Ok(None)
+                    }
+                    Err(e) => Err(SinkError(e.to_string())),
                 }
-                Err(e) => return Err(SinkError(e.to_string())),
+            };
+        for (i, s) in batch.iter().enumerate() {
+            if let Some(r) = resolve(s, &mut st)? {
+                refs.push(RefSample { r, t: s.t, v: s.v });
+                at.push(i as u32);
             }
         }
-        app.commit().map_err(|e| SinkError(e.to_string()))?;
+        let mut unknown = Vec::new();
+        let commit = |refs: &[RefSample], unknown: &mut Vec<usize>, st: &mut AppendStats| {
+            let c = self
+                .commit_refs(refs, unknown)
+                .map_err(|e| SinkError(e.to_string()))?;
+            st.appended += c.appended + c.exact_duplicates;
+            st.rejected += c.rejected();
+            Ok::<(), SinkError>(())
+        };
+        commit(&refs, &mut unknown, &mut st)?;
+        if unknown.is_empty() {
+            return Ok(st);
+        }
+        // series that left the head since their reference was cached: resolve them again
+        // from their labels (or give them back as unresolved) and store their samples
+        let mut again: Vec<RefSample> = Vec::with_capacity(unknown.len());
+        for &k in &unknown {
+            let s = &batch[at[k] as usize];
+            s.series.clear_cached_ref();
+            if let Some(r) = resolve(s, &mut st)? {
+                again.push(RefSample { r, t: s.t, v: s.v });
+            }
+        }
+        let mut still = Vec::new();
+        commit(&again, &mut still, &mut st)?;
+        // a reference taken just now is gone again only if a block cut raced this batch
+        st.rejected += still.len();
         Ok(st)
     }
 }

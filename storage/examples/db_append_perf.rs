@@ -1,14 +1,19 @@
 //! Measures the append rate through `Appender::append_ref` (one commit per scrape, WAL on)
 //! and the head memory per active series.
 //!
-//! `cargo run --release -p inferdb-storage --example db_append_perf -- [series] [scrapes] [gauge%]`
+//! `cargo run --release -p inferdb-storage --example db_append_perf -- [series] [scrapes] [gauge%] [batch] [refs]`
+//!
+//! `batch` (default: all series) series go into one commit, as a scraper commits one target's
+//! page; with a fifth argument `1` the batches go through `Db::commit_refs` instead of an
+//! appender.
 //!
 //! `gauge%` of the series (default 33) are full-precision random gauges (incompressible:
 //! about 7 bytes per sample), the rest whole-number counters growing by uneven steps.
 
 use std::time::Instant;
 
-use inferdb_storage::{Db, Labels, Options};
+use inferdb_storage::wal::RefSample;
+use inferdb_storage::{Db, Labels, Options, SeriesRef};
 
 fn main() {
     let args: Vec<u64> = std::env::args()
@@ -18,6 +23,8 @@ fn main() {
     let n_series = args.first().copied().unwrap_or(10_000) as usize;
     let scrapes = args.get(1).copied().unwrap_or(720) as i64;
     let gauge_pct = args.get(2).copied().unwrap_or(33) as usize;
+    let batch = (args.get(3).copied().unwrap_or(n_series as u64) as usize).max(1);
+    let direct = args.get(4).copied().unwrap_or(0) == 1;
     let tmp = tempfile::tempdir().expect("tempdir");
     let db = Db::open(
         tmp.path(),
@@ -51,22 +58,36 @@ fn main() {
     let start = Instant::now();
     let cpu0 = cpu_seconds();
     let mut x: u64 = 0x9e3779b97f4a7c15;
+    let mut buf: Vec<RefSample> = Vec::with_capacity(batch);
+    let mut unknown = Vec::new();
     for s in 0..scrapes {
         let t = base + s * 15_000;
-        let mut app = db.appender();
-        for (i, r) in refs.iter().enumerate() {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            // counters (whole numbers, uneven steps) and full-precision gauges
-            let v = if i % 100 < gauge_pct {
-                (x % 1000) as f64 / 997.0
+        for (k, part) in refs.chunks(batch).enumerate() {
+            buf.clear();
+            for (j, r) in part.iter().enumerate() {
+                let i = k * batch + j;
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                // counters (whole numbers, uneven steps) and full-precision gauges
+                let v = if i % 100 < gauge_pct {
+                    (x % 1000) as f64 / 997.0
+                } else {
+                    (s * 37 + (x % 50) as i64) as f64
+                };
+                buf.push(RefSample { r: r.0, t, v });
+            }
+            if direct {
+                let st = db.commit_refs(&buf, &mut unknown).expect("commit");
+                assert_eq!(st.appended, buf.len());
             } else {
-                (s * 37 + (x % 50) as i64) as f64
-            };
-            app.append_ref(*r, t, v).expect("append");
+                let mut app = db.appender();
+                for x in &buf {
+                    app.append_ref(SeriesRef(x.r), x.t, x.v).expect("append");
+                }
+                app.commit().expect("commit");
+            }
         }
-        app.commit().expect("commit");
     }
     let el = start.elapsed().as_secs_f64();
     let cpu = cpu_seconds() - cpu0;
@@ -83,12 +104,15 @@ fn main() {
         total / cpu / 1e6
     );
     println!(
-        "head: {} series, {} bytes, {:.0} bytes/series ({} samples/series in the head, {}% gauges)",
+        "head: {} series, {} bytes, {:.0} bytes/series ({} samples/series in the head, {}% gauges; \
+         {} series a commit, {})",
         st.head_series,
         st.head_memory_bytes,
         st.head_memory_bytes as f64 / st.head_series as f64,
         scrapes,
-        gauge_pct
+        gauge_pct,
+        batch,
+        if direct { "Db::commit_refs" } else { "Appender" }
     );
     db.close().expect("close");
 }

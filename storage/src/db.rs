@@ -16,7 +16,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 use crate::block::{self, Block, BlockMeta};
 use crate::error::{Error, Result};
 use crate::head::arena::ChunkArena;
-use crate::head::{chunk, Head, MemSeries};
+use crate::head::{chunk, DirectStats, Head, MemSeries};
 use crate::labels::Labels;
 use crate::querier::Querier;
 use crate::wal::{self, RefSample, ReplayItem, ReplayStats, WalWriter};
@@ -283,6 +283,57 @@ impl Db {
             series,
             done: false,
         }
+    }
+
+    /// The reference of the series with labels `l`, creating it (labels are validated); see
+    /// [`Appender::get_ref`].
+    pub fn get_ref(&self, l: &Labels) -> Result<SeriesRef> {
+        self.appender().get_ref(l)
+    }
+
+    /// Appends and commits a batch of samples by series reference in one step, for a caller
+    /// that writes whole batches (a scrape): cheaper per sample than an [`Appender`] (no
+    /// pending mark, shard lock or reference count per sample; one series lock).
+    ///
+    /// The indices of samples whose series left the head (see [`SeriesRef`]) are added to
+    /// `unknown`, in order; the other samples go to the WAL in one write and are then checked
+    /// and stored one by one: a sample that an [`Appender`] would refuse (out of order,
+    /// another value at the series' newest timestamp, out of bounds) is counted and skipped,
+    /// an exact duplicate of the newest sample is ignored. Unlike an appender's, these checks
+    /// do not see samples pending in other, uncommitted appenders. On a WAL error nothing is
+    /// applied.
+    pub fn commit_refs(
+        &self,
+        samples: &[RefSample],
+        unknown: &mut Vec<usize>,
+    ) -> Result<DirectStats> {
+        let inner = &self.inner;
+        if inner.opts.read_only {
+            return Err(Error::ReadOnly);
+        }
+        if inner.closed.load(Ordering::Relaxed) {
+            return Err(Error::Closed);
+        }
+        let Some(wal) = &inner.wal else {
+            return Err(Error::ReadOnly);
+        };
+        let mut w = wal.lock();
+        let new = inner.head.take_unlogged();
+        if !new.is_empty() {
+            let ls: Vec<(u64, Labels)> = new.iter().map(|m| (m.series_ref(), m.labels())).collect();
+            w.log_series(ls.iter().map(|(r, l)| (*r, l)));
+        }
+        let r = inner.head.commit_direct(samples, unknown, |known| {
+            w.log_samples(known);
+            w.flush()
+        });
+        if r.is_err() {
+            // the series must still be logged by a later commit
+            for m in &new {
+                inner.head.requeue_unlogged(m.series_ref());
+            }
+        }
+        r
     }
 
     /// A querier over `[mint, maxt]` (inclusive); each of its calls sees the data committed

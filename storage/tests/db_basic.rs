@@ -355,3 +355,68 @@ fn read_only_beside_a_busy_writer() {
         }
     });
 }
+
+#[test]
+fn commit_refs_checks_counts_and_replays_alike() {
+    use inferdb_storage::wal::RefSample;
+    let d = tempfile::tempdir().unwrap();
+    let crashed = tempfile::tempdir().unwrap();
+    let db = Db::open(d.path(), opts()).unwrap();
+    let a = db.get_ref(&l("m", "a")).unwrap().0;
+    let b = db.get_ref(&l("m", "b")).unwrap().0;
+    let rs = |r: u64, t: i64, v: f64| RefSample { r, t, v };
+    let mut unknown = Vec::new();
+    let st = db
+        .commit_refs(&[rs(a, 10, 1.0), rs(b, 10, 2.0)], &mut unknown)
+        .unwrap();
+    assert_eq!((st.appended, st.rejected()), (2, 0));
+    // an unknown reference is handed back by index, the rest is stored and checked
+    let gone = (1u64 << 30) | (a & 15);
+    let batch = [
+        rs(a, 20, 3.0),
+        rs(gone, 20, 1.0),
+        rs(b, 10, 2.0), // exact duplicate: ignored
+        rs(b, 9, 5.0),  // out of order
+        rs(b, 20, 4.0),
+        rs(b, 20, 6.0), // another value at the newest timestamp
+    ];
+    let st = db.commit_refs(&batch, &mut unknown).unwrap();
+    assert_eq!(unknown, vec![1]);
+    assert_eq!(st.appended, 2);
+    assert_eq!(st.exact_duplicates, 1);
+    assert_eq!(st.out_of_order, 1);
+    assert_eq!(st.duplicate_timestamp, 1);
+    let s = db.stats();
+    assert_eq!(s.samples_appended, 4);
+    assert_eq!(
+        (s.out_of_order, s.duplicate_timestamp, s.exact_duplicates),
+        (1, 1, 1)
+    );
+    // an appender sees the committed samples
+    let mut app = db.appender();
+    assert!(matches!(
+        app.append_ref(inferdb_storage::SeriesRef(a), 20, 9.0),
+        Err(Error::DuplicateTimestamp)
+    ));
+    app.rollback();
+    let want = vec![
+        (
+            r#"m{instance="a"}"#.to_string(),
+            vec![(10, 1f64.to_bits()), (20, 3f64.to_bits())],
+        ),
+        (
+            r#"m{instance="b"}"#.to_string(),
+            vec![(10, 2f64.to_bits()), (20, 4f64.to_bits())],
+        ),
+    ];
+    assert_eq!(read_all(&db, &[]), want);
+    // the refused samples are in the WAL, and a replay refuses them the same way
+    crash_image(d.path(), crashed.path());
+    db.close().unwrap();
+    let db = Db::open(crashed.path(), opts()).unwrap();
+    assert_eq!(db.open_stats().unknown_refs, 0);
+    assert_eq!(read_all(&db, &[]), want);
+    db.close().unwrap();
+    let db = Db::open(d.path(), opts()).unwrap();
+    assert_eq!(read_all(&db, &[]), want);
+}

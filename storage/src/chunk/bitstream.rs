@@ -71,6 +71,11 @@ impl BitWriter {
         self.buf.capacity()
     }
 
+    /// The address of the byte the next bits go to (for prefetching; never dereferenced).
+    pub(crate) fn tail_addr(&self) -> *const u8 {
+        self.buf.as_ptr().wrapping_add((self.bits >> 3) as usize)
+    }
+
     #[cold]
     fn grow(&mut self) {
         // grow gently: chunks are small and many are open at once

@@ -874,6 +874,12 @@ impl ChunkWriter {
     pub fn heap_bytes(&self) -> usize {
         self.enc.w.heap_bytes()
     }
+
+    /// The address the next sample's bits go to, for a caller that prefetches it before
+    /// appending to many cold chunks (the bit buffer is a heap block of its own).
+    pub fn tail_addr(&self) -> *const u8 {
+        self.enc.w.tail_addr()
+    }
 }
 
 /// Prices the timestamp residual streams of `ts`: deltas against the first delta, deltas of

@@ -268,6 +268,54 @@ pub struct Head {
     pub stats: HeadStats,
 }
 
+/// Asks the CPU to load the cache line at `p` (a hint: any address is allowed).
+#[inline(always)]
+fn prefetch(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetching is only a hint; any address is allowed.
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>(p as *const i8);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+/// Asks the CPU to load every cache line of series `m` (a series spans four; an append
+/// touches most of them, and a batch's series are cold).
+#[inline(always)]
+fn prefetch_series(m: &Arc<MemSeries>) {
+    let p = Arc::as_ptr(m) as *const u8;
+    let n = std::mem::size_of::<MemSeries>();
+    for off in (0..n).step_by(64) {
+        prefetch(p.wrapping_add(off));
+    }
+    // the last line, when the series does not start at a line
+    prefetch(p.wrapping_add(n - 1));
+}
+
+/// What [`Head::commit_direct`] did with a batch's samples (those of unknown series aside).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DirectStats {
+    /// Samples stored.
+    pub appended: usize,
+    /// Exact duplicates of their series' newest sample, ignored.
+    pub exact_duplicates: usize,
+    /// Refused: older than their series' newest sample.
+    pub out_of_order: usize,
+    /// Refused: another value at their series' newest timestamp.
+    pub duplicate_timestamp: usize,
+    /// Refused: older than the head accepts.
+    pub out_of_bounds: usize,
+}
+
+impl DirectStats {
+    /// Samples refused (out of order, duplicate timestamp, out of bounds).
+    pub fn rejected(&self) -> usize {
+        self.out_of_order + self.duplicate_timestamp + self.out_of_bounds
+    }
+}
+
 /// What an append check decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Appended {
@@ -487,6 +535,105 @@ impl Head {
             }
             ahead.pop_front()
         });
+    }
+
+    /// Checks and applies samples by series reference in one pass, for a caller that
+    /// commits whole batches (a scrape): no pending marks, no shard lock or reference count
+    /// per sample, one series lock per sample.
+    ///
+    /// First resolves every reference (under all shard read locks, held to the end); the
+    /// indices of samples whose series is not in the head go to `unknown`. Then `log` gets
+    /// the other samples (to write them to the WAL); when it fails nothing is applied.
+    /// Then each sample is checked against its series as [`Head::check_append`] does and
+    /// appended. The logged samples include the ones the check then refuses: a WAL replay
+    /// refuses them the same way, since it applies the samples in the same order.
+    pub fn commit_direct(
+        &self,
+        samples: &[RefSample],
+        unknown: &mut Vec<usize>,
+        log: impl FnOnce(&[RefSample]) -> Result<()>,
+    ) -> Result<DirectStats> {
+        let guards: Vec<_> = self.shards.iter().map(|s| s.read()).collect();
+        let mut series: Vec<&MemSeries> = Vec::with_capacity(samples.len());
+        let unknown_before = unknown.len();
+        for (i, s) in samples.iter().enumerate() {
+            if let Some(a) = samples.get(i + 8) {
+                let slots = &guards[Self::shard_of(a.r)].slots;
+                prefetch(slots.as_ptr().wrapping_add((a.r >> SHARD_BITS) as usize) as *const u8);
+            }
+            match guards[Self::shard_of(s.r)].get(s.r) {
+                Some(m) => {
+                    prefetch_series(m);
+                    series.push(m)
+                }
+                None => unknown.push(i),
+            }
+        }
+        // each open chunk's bit buffer is a heap block of its own, cold as well: the series
+        // have arrived by now, so ask for the buffers' tails while the WAL is written
+        for m in &series {
+            let tail = m.inner.lock().open.tail_addr();
+            prefetch(tail);
+        }
+        if unknown.len() == unknown_before {
+            log(samples)?;
+        } else {
+            let mut skip = unknown[unknown_before..].iter().copied().peekable();
+            let known: Vec<RefSample> = samples
+                .iter()
+                .enumerate()
+                .filter(|&(i, _)| skip.next_if_eq(&i).is_none())
+                .map(|(_, s)| *s)
+                .collect();
+            log(&known)?;
+        }
+        let mut st = DirectStats::default();
+        let (mut lo, mut hi) = (i64::MAX, i64::MIN);
+        let min_valid = self.min_valid.load(Ordering::Acquire);
+        let mut skip = unknown[unknown_before..].iter().copied().peekable();
+        let known = samples
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| skip.next_if_eq(&i).is_none());
+        for ((_, s), m) in known.zip(series) {
+            let mut g = m.inner.lock();
+            if s.t < min_valid {
+                st.out_of_bounds += 1;
+                continue;
+            }
+            if let Some((lt, lv)) = g.last() {
+                if s.t <= lt {
+                    if s.t < lt {
+                        st.out_of_order += 1;
+                    } else if s.v.to_bits() == lv {
+                        st.exact_duplicates += 1;
+                    } else {
+                        st.duplicate_timestamp += 1;
+                    }
+                    continue;
+                }
+            }
+            g.push(s.t, s.v, self.chunk_range, &self.arena);
+            lo = lo.min(s.t);
+            hi = hi.max(s.t);
+            st.appended += 1;
+        }
+        drop(guards);
+        if st.appended > 0 {
+            self.min_time.fetch_min(lo, Ordering::AcqRel);
+            self.max_time.fetch_max(hi, Ordering::AcqRel);
+        }
+        let add = |c: &AtomicU64, n: usize| {
+            if n > 0 {
+                c.fetch_add(n as u64, Ordering::Relaxed);
+            }
+        };
+        add(&self.stats.samples_appended, st.appended);
+        add(&self.stats.out_of_bounds, st.out_of_bounds);
+        add(&self.stats.out_of_order, st.out_of_order);
+        add(&self.stats.duplicate_timestamp, st.duplicate_timestamp);
+        add(&self.stats.exact_duplicates, st.exact_duplicates);
+        Ok(st)
     }
 
     fn commit_inner<M: std::ops::Deref<Target = MemSeries>>(
