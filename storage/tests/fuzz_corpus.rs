@@ -154,3 +154,54 @@ fn wal_read_corpus() {
         "only {valid} corpus files hold valid WAL records"
     );
 }
+
+/// The `re2_translate` target over its corpus, then a deterministic mutation pass (every
+/// single-byte deletion, and insertions of RE2 metacharacters at every position) so the
+/// checker and rewriter see many near-valid patterns on every test run.
+#[test]
+fn re2_translate_corpus() {
+    let files = corpus("re2_translate");
+    assert!(files.len() >= 10, "corpus has only {} files", files.len());
+    let mut accepted = 0;
+    for (path, bytes) in &files {
+        eprintln!("{}", path.display());
+        inferdb_storage::re2::fuzz_translate(bytes);
+        if inferdb_storage::re2::translate(&String::from_utf8_lossy(bytes)).is_ok() {
+            accepted += 1;
+        }
+        for i in 0..bytes.len() {
+            let mut m = bytes.clone();
+            m.remove(i);
+            inferdb_storage::re2::fuzz_translate(&m);
+            for ins in [
+                b"{" as &[u8],
+                b"}",
+                b"(",
+                b")",
+                b"[",
+                b"]",
+                b"\\",
+                b"*",
+                b"{2,}",
+                b"|",
+                b"-",
+                b"^",
+                b":",
+                b"?",
+            ] {
+                let mut m = bytes.clone();
+                m.splice(i..i, ins.iter().copied());
+                inferdb_storage::re2::fuzz_translate(&m);
+            }
+        }
+    }
+    // the seeds include ordinary dashboard regexes, which Go accepts
+    assert!(accepted >= 10, "only {accepted} corpus patterns accepted");
+    // and ones Go refuses, which must stay refused
+    for bad in ["a{1001}", "(a{100}){100}", "a**", "\\1", "(?=a)", "[z-a]"] {
+        assert!(
+            inferdb_storage::re2::translate(bad).is_err(),
+            "{bad} accepted"
+        );
+    }
+}
