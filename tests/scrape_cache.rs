@@ -199,3 +199,43 @@ fn released_labels_come_back_when_the_store_lost_the_series() {
     );
     assert_eq!(got.len(), 1, "no second series for x");
 }
+
+/// Metadata lines written as on the last page are skipped without lexing: the target's
+/// metadata stays as it was (not rebuilt), a cached `TYPE` line still sets how the family's
+/// new series are read (`le` normalised in a histogram), and a changed or missing line
+/// rebuilds the metadata.
+#[test]
+fn metadata_lines_cached_and_rebuilt_when_changed() {
+    let sink = Arc::new(MemorySink::new());
+    let mut lp = make_loop(sink.clone());
+    let state = lp.state();
+    let head = "# HELP a_total Help one.\n# TYPE a_total counter\na_total 1\n# HELP h A histogram.\n# TYPE h histogram\nh_bucket{le=\"1\"} 1\n";
+    assert!(lp.scrape_page(head, Format::PromText, 1000).up);
+    let m1 = state.lock().metadata.clone();
+    assert_eq!(m1["a_total"].help, "Help one.");
+    assert_eq!(m1["h"].kind, "histogram");
+    // the same metadata lines, a new histogram series: read under the cached TYPE line
+    let page = format!("{head}h_bucket{{le=\"5\"}} 2\n");
+    let r = lp.scrape_page(&page, Format::PromText, 2000);
+    assert!(r.up);
+    assert_eq!(r.series_added, 1);
+    assert!(Arc::ptr_eq(&m1, &state.lock().metadata), "rebuilt");
+    let h5 = sink.find(&[("__name__", "h_bucket"), ("le", "5.0")]);
+    assert_eq!(h5.len(), 1, "{:?}", sink.find(&[("__name__", "h_bucket")]));
+    assert_eq!(h5[0].1, vec![(2000, 2.0)]);
+    // a changed HELP text
+    let page2 = page.replace("Help one.", "Help two.");
+    assert!(lp.scrape_page(&page2, Format::PromText, 3000).up);
+    assert_eq!(state.lock().metadata["a_total"].help, "Help two.");
+    // a line gone
+    let page3 = page2.replace("# HELP h A histogram.\n", "");
+    assert!(lp.scrape_page(&page3, Format::PromText, 4000).up);
+    let m = state.lock().metadata.clone();
+    assert_eq!(m["h"].help, "");
+    assert_eq!(m["h"].kind, "histogram");
+    // the type changes: new series of the family are no longer normalised
+    let page4 = page3.replace("# TYPE h histogram", "# TYPE h gauge") + "h_bucket{le=\"7\"} 3\n";
+    assert!(lp.scrape_page(&page4, Format::PromText, 5000).up);
+    assert_eq!(state.lock().metadata["h"].kind, "gauge");
+    assert_eq!(sink.find(&[("__name__", "h_bucket"), ("le", "7")]).len(), 1);
+}

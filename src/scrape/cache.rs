@@ -10,6 +10,7 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
+use super::exposition::MetricType;
 use super::sink::SeriesHandle;
 
 /// A fast, non-cryptographic hasher (keys are one target's series texts; a target crafting
@@ -309,5 +310,42 @@ impl SeriesCache {
     /// Forgets every series.
     pub(crate) fn clear(&mut self) {
         *self = SeriesCache::default();
+    }
+}
+
+/// The metadata lines (`# HELP`, `# TYPE`, `# UNIT`) of a target's last successful page, in
+/// page order: a line written exactly as last time is skipped without lexing
+/// ([`super::exposition::Parser::next_known_meta`]; a `TYPE` line's type is kept for the
+/// parser's state), and the target's metadata is rebuilt only when a line changed.
+#[derive(Debug, Default)]
+pub(crate) struct MetaLines {
+    text: String,
+    lines: Vec<(u32, u32, Option<MetricType>)>,
+}
+
+impl MetaLines {
+    /// The number of lines.
+    pub(crate) fn len(&self) -> usize {
+        self.lines.len()
+    }
+
+    /// Line `k` and the type it declares (`TYPE` lines).
+    #[inline]
+    pub(crate) fn expected(&self, k: usize) -> Option<(&str, Option<MetricType>)> {
+        let &(start, len, kind) = self.lines.get(k)?;
+        Some((&self.text[start as usize..(start + len) as usize], kind))
+    }
+
+    /// Replaces the lines.
+    pub(crate) fn set<'a>(&mut self, lines: impl Iterator<Item = (&'a str, Option<MetricType>)>) {
+        self.text.clear();
+        self.lines.clear();
+        for (l, kind) in lines {
+            self.lines
+                .push((self.text.len() as u32, l.len() as u32, kind));
+            self.text.push_str(l);
+        }
+        self.text.shrink_to_fit();
+        self.lines.shrink_to_fit();
     }
 }

@@ -17,9 +17,9 @@ use inferdb_storage::{stale_nan, Label, Labels};
 use parking_lot::Mutex;
 use serde::Deserialize;
 
-use super::cache::{FxHasher, SeriesCache};
+use super::cache::{MetaLines, SeriesCache};
 use super::config::{Config, ScrapeConfig};
-use super::exposition::{self, Entry, Format};
+use super::exposition::{self, Entry, Format, MetricType};
 use super::http::{HttpTarget, Outcome, Page, PooledBuf, RequestSpec};
 use super::relabel::{relabel, LabelMap, RelabelConfig};
 use super::sink::{AppendStats, SampleSink, SeriesHandle, SinkError, SinkSample};
@@ -584,7 +584,10 @@ pub struct ScrapeLoop {
     gen: u64,
     pend: Vec<Pend>,
     synthetic: Vec<SeriesHandle>,
-    meta_hash: u64,
+    /// The last page's metadata lines.
+    meta_lines: MetaLines,
+    /// Where this page's metadata lines are (start, end, declared type).
+    meta_seen: Vec<(u32, u32, Option<MetricType>)>,
     duration_hist: Histogram,
     scraped_total: Counter,
     failed_total: Counter,
@@ -650,7 +653,8 @@ impl ScrapeLoop {
             ),
             target,
             synthetic,
-            meta_hash: 0,
+            meta_lines: MetaLines::default(),
+            meta_seen: Vec::new(),
         }
     }
 
@@ -999,13 +1003,14 @@ impl ScrapeLoop {
         self.pend.clear();
         self.cache.begin();
         let mut st = ProcessStats::default();
-        // metadata lines, borrowed from the page; turned into owned strings only when the
-        // page's metadata changed since the last scrape (rarely)
-        let mut metas: Vec<(Cow<'_, str>, MetaField<'_>)> = Vec::new();
-        let mut meta_h = FxHasher::default();
+        // where this page's metadata lines are; whether one differs from the last page's
+        self.meta_seen.clear();
+        let mut meta_changed = false;
         let mut parser = exposition::parse(page, format);
         // the cached series expected on the next sample line (the last page's order)
         let mut next = 0usize;
+        // the metadata line expected next (the last page's order)
+        let mut next_meta = 0usize;
         loop {
             if let Some(text) = self.cache.expected(next) {
                 if let Some(r) = parser.next_known(text) {
@@ -1023,6 +1028,14 @@ impl ScrapeLoop {
                             return Err(format!("parsing page: {e}"));
                         }
                     }
+                    continue;
+                }
+            }
+            if let Some((line, kind)) = self.meta_lines.expected(next_meta) {
+                if parser.next_known_meta(line, kind) {
+                    next_meta += 1;
+                    let (a, b) = parser.last_line_span();
+                    self.meta_seen.push((a as u32, b as u32, kind));
                     continue;
                 }
             }
@@ -1064,20 +1077,14 @@ impl ScrapeLoop {
                     }
                     self.take(slot, s.value, s.timestamp_ms, t_ms, gen);
                 }
-                Entry::Help { name, help } => {
-                    name.hash(&mut meta_h);
-                    help.hash(&mut meta_h);
-                    metas.push((name, MetaField::Help(help)));
-                }
-                Entry::Type { name, kind } => {
-                    name.hash(&mut meta_h);
-                    kind.hash(&mut meta_h);
-                    metas.push((name, MetaField::Type(kind.as_str())));
-                }
-                Entry::Unit { name, unit } => {
-                    name.hash(&mut meta_h);
-                    unit.hash(&mut meta_h);
-                    metas.push((name, MetaField::Unit(unit)));
+                Entry::Help { .. } | Entry::Type { .. } | Entry::Unit { .. } => {
+                    meta_changed = true;
+                    let kind = match entry {
+                        Entry::Type { kind, .. } => Some(kind),
+                        _ => None,
+                    };
+                    let (a, b) = parser.last_line_span();
+                    self.meta_seen.push((a as u32, b as u32, kind));
                 }
             }
         }
@@ -1102,11 +1109,17 @@ impl ScrapeLoop {
                 st.stale += 1;
             }
         }
-        let h = meta_h.finish();
-        if h != self.meta_hash {
-            self.meta_hash = h;
+        if meta_changed || self.meta_seen.len() != self.meta_lines.len() {
+            // the metadata lines differ from the last page's (rarely): read them again
+            let line = |&(a, b, _): &(u32, u32, Option<MetricType>)| &page[a as usize..b as usize];
             let mut meta: BTreeMap<String, MetricMetadata> = BTreeMap::new();
-            for (name, field) in metas {
+            for l in &self.meta_seen {
+                let (name, field) = match exposition::parse(line(l), format).next() {
+                    Some(Ok(Entry::Help { name, help })) => (name, MetaField::Help(help)),
+                    Some(Ok(Entry::Type { name, kind })) => (name, MetaField::Type(kind.as_str())),
+                    Some(Ok(Entry::Unit { name, unit })) => (name, MetaField::Unit(unit)),
+                    _ => continue,
+                };
                 let m = meta.entry(name.into_owned()).or_insert_with(empty_meta);
                 match field {
                     MetaField::Help(t) => m.help = t.into_owned(),
@@ -1114,6 +1127,8 @@ impl ScrapeLoop {
                     MetaField::Unit(t) => m.unit = t.to_string(),
                 }
             }
+            self.meta_lines
+                .set(self.meta_seen.iter().map(|l| (line(l), l.2)));
             for m in meta.values_mut() {
                 if m.kind.is_empty() {
                     m.kind = "unknown".into();

@@ -413,6 +413,64 @@ fn float_literal(i: &str) -> IResult<&str, &str> {
     )))(i)
 }
 
+/// A value written as a plain decimal (`-?digits(.digits)?`, 15 significant digits at most)
+/// at the start of `b`, followed by the line's end (`\n` or the end of `b`; a `\r` is part
+/// of the value, which the general path refuses): its value, exactly as [`parse_value`]
+/// reads it, and the bytes up to and including the line break. `None` for anything else
+/// (the caller then takes the general path).
+#[inline]
+pub(super) fn plain_decimal(b: &[u8]) -> Option<(f64, usize)> {
+    // m < 10^15 < 2^53 and 10^frac are exact doubles, so one division rounds correctly
+    // (Clinger's fast path), as the full decimal parser does
+    const POW10: [f64; 16] = [
+        1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+    ];
+    let neg = b.first() == Some(&b'-');
+    let mut i = neg as usize;
+    let mut m: u64 = 0;
+    let mut digits = 0usize;
+    while let Some(&c) = b.get(i) {
+        if !c.is_ascii_digit() {
+            break;
+        }
+        m = m * 10 + (c - b'0') as u64;
+        digits += 1;
+        i += 1;
+        if digits > 15 {
+            return None;
+        }
+    }
+    if digits == 0 {
+        return None;
+    }
+    let mut frac = 0usize;
+    if b.get(i) == Some(&b'.') {
+        i += 1;
+        while let Some(&c) = b.get(i) {
+            if !c.is_ascii_digit() {
+                break;
+            }
+            m = m * 10 + (c - b'0') as u64;
+            digits += 1;
+            frac += 1;
+            i += 1;
+            if digits > 15 {
+                return None;
+            }
+        }
+        if frac == 0 {
+            return None;
+        }
+    }
+    let len = match b.get(i) {
+        None => i,
+        Some(b'\n') => i + 1,
+        _ => return None,
+    };
+    let v = m as f64 / POW10[frac];
+    Some((if neg { -v } else { v }, len))
+}
+
 /// Parses a sample value: decimal and exponent forms, `NaN`, `Inf`, `+Inf`, `-Inf`
 /// (case-insensitive as Go's ParseFloat).
 pub fn parse_value(s: &str) -> Option<f64> {
@@ -496,6 +554,84 @@ pub fn format_go_float(f: f64) -> String {
 #[cfg(test)]
 mod fast_path_tests {
     use super::*;
+
+    /// Plain decimals read as the full value parser reads them, and nothing else is taken.
+    #[test]
+    fn plain_decimals_agree_with_parse_value() {
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut cases: Vec<String> = [
+            "0",
+            "-0",
+            "0.0",
+            "1",
+            "1.0",
+            "-2.5",
+            "123456789012345",
+            "0.00000000000001",
+            "99999.9999999999",
+            "3.14159",
+            "007.50",
+            "1.7976931348623",
+            "4.35",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let digits = (x % 15 + 1) as usize;
+            let m = x >> 8;
+            let m = m % 10u64.pow(digits as u32);
+            let frac = ((x >> 4) % (digits as u64 + 1)) as usize;
+            let txt = format!("{m:0digits$}");
+            let s = if frac == 0 {
+                txt
+            } else {
+                format!("{}.{}", &txt[..digits - frac], &txt[digits - frac..])
+            };
+            let s = if s.starts_with('.') {
+                format!("0{s}")
+            } else {
+                s
+            };
+            cases.push(if x & 1 == 1 { format!("-{s}") } else { s });
+        }
+        for c in &cases {
+            for (end, eol) in [("", 0), ("\n", 1), ("\nnext", 1)] {
+                let line = format!("{c}{end}");
+                let Some((v, n)) = plain_decimal(line.as_bytes()) else {
+                    // only for more than 15 digits
+                    let digits = c.bytes().filter(u8::is_ascii_digit).count();
+                    assert!(digits > 15, "{c:?}");
+                    continue;
+                };
+                let want = parse_value(c).unwrap();
+                assert_eq!(v.to_bits(), want.to_bits(), "{c:?}");
+                assert_eq!(n, c.len() + eol, "{c:?}");
+            }
+        }
+        for no in [
+            "",
+            "-",
+            "1.",
+            ".5",
+            "1e5",
+            "1 1000",
+            "1\t",
+            "+1",
+            "NaN",
+            "1234567890123456",
+            "1.23456789012345678",
+            "1\r",
+            "1\r\n",
+            "1x\n",
+            "0x10",
+        ] {
+            assert!(plain_decimal(no.as_bytes()).is_none(), "{no:?}");
+        }
+    }
 
     /// The fast path gives what the full parser gives, wherever it answers.
     #[test]

@@ -266,6 +266,8 @@ pub struct Parser<'a> {
     mtype: MetricType,
     eof_seen: bool,
     done: bool,
+    /// Start and end (line break excluded) of the line read last.
+    last: (usize, usize),
 }
 
 /// Parses `input` in `format`; a shorthand for [`Parser::new`].
@@ -284,6 +286,7 @@ impl<'a> Parser<'a> {
             mtype: MetricType::Unknown,
             eof_seen: false,
             done: false,
+            last: (0, 0),
         }
     }
 
@@ -309,10 +312,45 @@ impl<'a> Parser<'a> {
             Some(i) => (&rest[..i], i + 1),
             None => (rest, rest.len()),
         };
+        self.last = (self.pos, self.pos + line.len());
         self.pos += adv;
         self.line += 1;
         // a '\r' stays part of the line, as in Prometheus (so `1\r` is not a value)
         Some(line)
+    }
+
+    /// Where the line of the entry [`Parser::next`] gave last lies in the input (its line
+    /// break excluded): `start..end`.
+    pub fn last_line_span(&self) -> (usize, usize) {
+        self.last
+    }
+
+    /// If the next line is exactly `line` (a `# HELP`, `# TYPE` or `# UNIT` line of an
+    /// earlier page, as [`Parser::last_line_span`] gave it), consumes it and returns true;
+    /// `kind` is the type such a `TYPE` line declared, which the parser takes on as
+    /// [`Parser::next`] would. Anything else: false, nothing consumed.
+    #[inline]
+    pub fn next_known_meta(&mut self, line: &str, kind: Option<MetricType>) -> bool {
+        if self.done || self.eof_seen {
+            return false;
+        }
+        let b = &self.input.as_bytes()[self.pos..];
+        let n = line.len();
+        if n == 0 || b.len() < n || b[..n] != *line.as_bytes() {
+            return false;
+        }
+        let adv = match b.get(n) {
+            None => n,
+            Some(b'\n') => n + 1,
+            _ => return false,
+        };
+        self.last = (self.pos, self.pos + n);
+        self.pos += adv;
+        self.line += 1;
+        if let Some(k) = kind {
+            self.mtype = k;
+        }
+        true
     }
 
     /// A line starting with `#`. Text 0.0.4 (as Prometheus' lexer): `#`, blanks, `HELP` or
@@ -512,6 +550,12 @@ impl<'a> Parser<'a> {
         }
         if b.get(k) == Some(&b'{') {
             return None;
+        }
+        // the common line: a plain decimal, then the line's end
+        if let Some((v, len)) = lex::plain_decimal(&b[k..]) {
+            self.pos += k + len;
+            self.line += 1;
+            return Some(Ok((v, None)));
         }
         let (line, adv) = match rest[n..].find('\n') {
             Some(i) => (&rest[..n + i], n + i + 1),
