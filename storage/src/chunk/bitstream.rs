@@ -478,14 +478,19 @@ fn put_code<S: BitSink>(z: u64, k: u32, out: &mut S) -> u32 {
 /// The length in bits of [`put_code`]'s code for `z` with parameter `k`.
 #[inline(always)]
 fn code_bits(z: u64, k: u32) -> u32 {
-    if z == EXCEPTION {
-        return RICE_ESCAPE + 6;
-    }
+    // branch-free (selects): the pricing loop runs it for several parameters per residual
     let q = z >> k;
-    if q < u64::from(RICE_ESCAPE) {
-        q as u32 + 1 + k
+    let short = (q as u32).wrapping_add(1 + k);
+    let escaped = RICE_ESCAPE + 6 + 63 - z.leading_zeros();
+    let long = if z == EXCEPTION {
+        RICE_ESCAPE + 6
     } else {
-        RICE_ESCAPE + 6 + 63 - z.leading_zeros()
+        escaped
+    };
+    if q < u64::from(RICE_ESCAPE) {
+        short
+    } else {
+        long
     }
 }
 
@@ -532,11 +537,14 @@ pub(crate) struct FixedRice {
     k: u32,
     /// The parameter was written (encoder) or read (decoder).
     started: bool,
+    /// The encoder was given its parameter ([`with_param`](FixedRice::with_param)).
+    given: bool,
 }
 
 impl FixedRice {
     /// The parameter that codes `zs` in the fewest bits, and that number of bits (the
     /// parameter's own bits included; exceptions without their raw 64 bits).
+    #[inline(never)]
     pub(crate) fn choose(zs: &[u64]) -> (u32, u64) {
         // the best parameter is about the bit length of the median residual (or one or two
         // less); the median, unlike the mean, ignores a few huge outliers (escapes)
@@ -556,25 +564,44 @@ impl FixedRice {
                 break;
             }
         }
-        let k0 = b;
-        let mut best = (0u32, u64::MAX);
-        for k in k0.saturating_sub(3).min(FIXED_MAX_K)..=(k0 + 1).min(FIXED_MAX_K) {
-            let bits: u64 = zs.iter().map(|&z| u64::from(code_bits(z, k))).sum();
-            if bits < best.1 {
-                best = (k, bits);
+        // the five candidates priced in one pass
+        let lo = b.saturating_sub(3).min(FIXED_MAX_K - 4);
+        let mut sums = [0u64; 5];
+        for &z in zs {
+            for (i, s) in sums.iter_mut().enumerate() {
+                *s += u64::from(code_bits(z, lo + i as u32));
+            }
+        }
+        let mut best = (lo, sums[0]);
+        for (i, &s) in sums.iter().enumerate().skip(1) {
+            if s < best.1 {
+                best = (lo + i as u32, s);
             }
         }
         (best.0, best.1 + u64::from(FIXED_K_BITS))
     }
 
-    /// Encodes `z`, the `j`th residual of the stream `all` (the parameter is chosen from
-    /// `all` and written before the first code). Returns the bits written.
-    #[inline]
+    /// An encoder with parameter `k <= 63` (as [`choose`](FixedRice::choose) gave it).
+    pub(crate) fn with_param(k: u32) -> Self {
+        FixedRice {
+            k: k.min(63),
+            started: false,
+            given: true,
+        }
+    }
+
+    /// Encodes `z`, a residual of the stream `all` (unless given, the parameter is chosen
+    /// from `all`; it is written before the first code). Returns the bits written.
+    // out of line, as `Rice::encode` is: inlined, it kept the writer's residual dispatch
+    // (`ResCoder::encode`) from being inlined, which cost the adaptive path ~3 %
+    #[inline(never)]
     pub(crate) fn encode_at<S: BitSink>(&mut self, z: u64, all: &[u64], out: &mut S) -> u32 {
         let mut head = 0;
         if !self.started {
             self.started = true;
-            self.k = Self::choose(all).0;
+            if !self.given {
+                self.k = Self::choose(all).0;
+            }
             out.write(u64::from(self.k), FIXED_K_BITS);
             head = FIXED_K_BITS;
         }
