@@ -160,11 +160,31 @@ fn replay(
     }
 }
 
+/// How [`scan`] reads each series.
+#[derive(Clone, Copy, PartialEq)]
+enum ScanMode {
+    /// Sample by sample (`SeriesIter` as an iterator).
+    Sample,
+    /// `Series::decode_into` into reused whole-series buffers.
+    Bulk,
+    /// `SeriesIter::next_batch`: one chunk's samples at a time, in the iterator's reused
+    /// buffers (what the PromQL engine's storage adapter does).
+    Batch,
+}
+
+impl ScanMode {
+    fn label(self) -> &'static str {
+        match self {
+            ScanMode::Sample => "",
+            ScanMode::Bulk => " with Series::decode_into",
+            ScanMode::Batch => " with SeriesIter::next_batch",
+        }
+    }
+}
+
 /// Decodes every sample of every series in `[mint, maxt]` through the querier on this
-/// thread; returns (samples, wall, thread CPU).
-/// With `bulk`, each series is read with `Series::decode_into` into reused buffers instead of
-/// sample by sample.
-fn scan(db: &Db, mint: i64, maxt: i64, bulk: bool) -> (u64, Duration, Duration) {
+/// thread, summing the values; returns (samples, wall, thread CPU).
+fn scan(db: &Db, mint: i64, maxt: i64, mode: ScanMode) -> (u64, Duration, Duration) {
     let all = [Matcher::new(inferdb_storage::MatchOp::RegexMatch, "__name__", ".+").expect("re")];
     let (w0, c0) = (Instant::now(), thread_cpu());
     let q = db.querier(mint, maxt).expect("querier");
@@ -172,7 +192,7 @@ fn scan(db: &Db, mint: i64, maxt: i64, bulk: bool) -> (u64, Duration, Duration) 
     let mut acc = 0f64;
     let (mut ts, mut vs) = (Vec::new(), Vec::new());
     for s in q.select(&all).expect("select") {
-        if bulk {
+        if mode == ScanMode::Bulk {
             ts.clear();
             vs.clear();
             n += s.decode_into(&mut ts, &mut vs).expect("decode") as u64;
@@ -180,6 +200,14 @@ fn scan(db: &Db, mint: i64, maxt: i64, bulk: bool) -> (u64, Duration, Duration) 
             continue;
         }
         let mut it = s.iter();
+        if mode == ScanMode::Batch {
+            while let Some((_, v)) = it.next_batch() {
+                acc += v.iter().sum::<f64>();
+                n += v.len() as u64;
+            }
+            assert!(it.err().is_none(), "decode error: {:?}", it.err());
+            continue;
+        }
         for (_, v) in it.by_ref() {
             acc += v;
             n += 1;
@@ -377,10 +405,10 @@ pub fn main() {
     );
 
     // --- decode through the querier: everything in the head, then everything in blocks ---
-    for bulk in [false, true] {
+    for mode in [ScanMode::Sample, ScanMode::Bulk, ScanMode::Batch] {
         let mut best = (0u64, Duration::MAX, Duration::MAX);
         for _ in 0..3 {
-            let x = scan(&db, mint, maxt, bulk);
+            let x = scan(&db, mint, maxt, mode);
             if x.2 < best.2 {
                 best = x;
             }
@@ -389,7 +417,7 @@ pub fn main() {
             "query, head ({} h in memory): select all + decode {} samples{}: {:.1} M samples/s wall, {:.1} M samples/s per thread-CPU-second (best of 3)",
             hours,
             best.0,
-            if bulk { " with Series::decode_into" } else { "" },
+            mode.label(),
             rate(best.0, best.1),
             rate(best.0, best.2)
         );
@@ -402,10 +430,10 @@ pub fn main() {
         c.elapsed().as_secs_f64(),
         db.blocks().len()
     );
-    for bulk in [false, true] {
+    for mode in [ScanMode::Sample, ScanMode::Bulk, ScanMode::Batch] {
         let mut best = (0u64, Duration::MAX, Duration::MAX);
         for _ in 0..3 {
-            let x = scan(&db, mint, maxt, bulk);
+            let x = scan(&db, mint, maxt, mode);
             if x.2 < best.2 {
                 best = x;
             }
@@ -413,7 +441,7 @@ pub fn main() {
         println!(
             "query, blocks (+ last partial range in head): select all + decode {} samples{}: {:.1} M samples/s wall, {:.1} M samples/s per thread-CPU-second (best of 3)",
             best.0,
-            if bulk { " with Series::decode_into" } else { "" },
+            mode.label(),
             rate(best.0, best.1),
             rate(best.0, best.2)
         );
@@ -509,12 +537,12 @@ pub fn main() {
     });
     g.finish();
     let q_maxt = (mint + 2 * 3_600_000).min(maxt);
-    let (q_n, _, _) = scan(&db, mint, q_maxt, false);
+    let (q_n, _, _) = scan(&db, mint, q_maxt, ScanMode::Sample);
     let mut g = crit.benchmark_group("db_query");
     g.throughput(Throughput::Elements(q_n));
     g.sample_size(10);
     g.bench_function("select_all_decode_2h_blocks", |b| {
-        b.iter(|| black_box(scan(&db, mint, q_maxt, false).0))
+        b.iter(|| black_box(scan(&db, mint, q_maxt, ScanMode::Sample).0))
     });
     g.finish();
     crit.final_summary();
