@@ -327,7 +327,7 @@ impl Encoder {
             self.t_last = t;
             if !matches!(self.value, ValueEncoding::Xor) {
                 // only the XOR coding uses the state; the others keep the last value in it
-                self.xor = XorState::new(bits);
+                self.xor.set_prev(bits);
             }
             match self.value {
                 ValueEncoding::Const => {}

@@ -32,6 +32,12 @@ impl XorState {
         self.prev
     }
 
+    /// Sets the last value's bits (for codings other than XOR, which keep it here).
+    #[inline]
+    pub(crate) fn set_prev(&mut self, bits: u64) {
+        self.prev = bits;
+    }
+
     /// Encodes `bits`, returning the bits written.
     #[inline]
     pub(crate) fn encode<S: BitSink>(&mut self, bits: u64, out: &mut S) -> u32 {
