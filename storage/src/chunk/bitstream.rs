@@ -564,9 +564,9 @@ impl FixedRice {
                 break;
             }
         }
-        // the five candidates priced in one pass
-        let lo = b.saturating_sub(3).min(FIXED_MAX_K - 4);
-        let mut sums = [0u64; 5];
+        // the candidates priced in one pass
+        let lo = b.saturating_sub(2).min(FIXED_MAX_K - 2);
+        let mut sums = [0u64; 3];
         for &z in zs {
             for (i, s) in sums.iter_mut().enumerate() {
                 *s += u64::from(code_bits(z, lo + i as u32));
