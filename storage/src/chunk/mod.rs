@@ -195,8 +195,16 @@ impl ResCoder {
                 };
                 s.encode_at(z, run, w)
             }
-            ResCoder::Fixed(f) => f.encode_at(z, ahead, w),
+            ResCoder::Fixed(f) => Self::encode_fixed(f, z, ahead, w),
         }
+    }
+
+    /// The one-parameter arm of [`encode`](ResCoder::encode), kept out of the way of the
+    /// online writer's path (only `finish` re-codes with it).
+    #[cold]
+    #[inline(never)]
+    fn encode_fixed(f: &mut FixedRice, z: u64, ahead: &[u64], w: &mut BitWriter) -> u32 {
+        f.encode_at(z, ahead, w)
     }
 
     #[inline]
