@@ -342,16 +342,7 @@ impl HttpTarget {
                 let end = start + n as usize;
                 while buf.len() < end {
                     let want = end - buf.len();
-                    match read_some(&s, buf, want).await {
-                        Ok(0) => {
-                            return Err(fail(FetchError::Io(io::Error::new(
-                                io::ErrorKind::UnexpectedEof,
-                                "connection closed inside the body",
-                            ))))
-                        }
-                        Ok(_) => {}
-                        Err(e) => return Err(fail(FetchError::Io(e))),
-                    }
+                    read_body(&s, buf, want).await.map_err(fail)?;
                 }
                 // bytes after the body (a pipelining server) would be misread next time
                 (start..end, buf.len() == end && !head.close)
@@ -365,16 +356,7 @@ impl HttpTarget {
                     if (buf.len() - start) as u64 > raw_limit.saturating_add(64 << 10) {
                         return Err(fail(body_too_large(limit)));
                     }
-                    match read_some(&s, buf, READ_SPARE).await {
-                        Ok(0) => {
-                            return Err(fail(FetchError::Io(io::Error::new(
-                                io::ErrorKind::UnexpectedEof,
-                                "connection closed inside the body",
-                            ))))
-                        }
-                        Ok(_) => {}
-                        Err(e) => return Err(fail(FetchError::Io(e))),
-                    }
+                    read_body(&s, buf, READ_SPARE).await.map_err(fail)?;
                 }
                 let consumed = ch.pos;
                 let end = ch.compact(buf);
@@ -427,6 +409,18 @@ enum Retry {
 fn body_too_large(limit: u64) -> FetchError {
     super::target::note_body_size_exceeded();
     FetchError::BodyTooLarge(limit)
+}
+
+/// [`read_some`] inside a body whose end is still to come: end of stream is an error.
+async fn read_body(s: &TcpStream, buf: &mut Vec<u8>, want: usize) -> Result<(), FetchError> {
+    match read_some(s, buf, want).await {
+        Ok(0) => Err(FetchError::Io(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "connection closed inside the body",
+        ))),
+        Ok(_) => Ok(()),
+        Err(e) => Err(FetchError::Io(e)),
+    }
 }
 
 /// One read into `buf`'s free space, at least `want` bytes of it (and `READ_SPARE` at

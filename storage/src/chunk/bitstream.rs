@@ -348,30 +348,10 @@ impl Rice {
     #[inline]
     pub(crate) fn encode<S: BitSink>(&mut self, z: u64, out: &mut S) -> u32 {
         if z == EXCEPTION {
-            out.write((1u64 << RICE_ESCAPE) - 1, RICE_ESCAPE);
-            out.write(0, 6);
-            return RICE_ESCAPE + 6;
+            // the exception symbol leaves the parameter's state alone
+            return put_code(z, 0, out);
         }
-        let k = self.k();
-        let q = z >> k;
-        let bits = if q < u64::from(RICE_ESCAPE) {
-            let q = q as u32;
-            // q ones followed by a zero, then the low k bits
-            if q + 1 + k <= 57 {
-                let low = z & ((1u64 << k) - 1);
-                out.write((((1u64 << (q + 1)) - 2) << k) | low, q + 1 + k);
-            } else {
-                out.write((1u64 << (q + 1)) - 2, q + 1);
-                out.write(z, k);
-            }
-            q + 1 + k
-        } else {
-            let bl = 64 - z.leading_zeros(); // >= 5 since z >= 16
-            out.write((1u64 << RICE_ESCAPE) - 1, RICE_ESCAPE);
-            out.write(u64::from(bl - 1), 6);
-            out.write(z, bl - 1);
-            RICE_ESCAPE + 6 + bl - 1
-        };
+        let bits = put_code(z, self.k(), out);
         self.update(z);
         bits
     }
