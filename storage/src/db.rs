@@ -293,7 +293,7 @@ impl Db {
 
     /// Appends and commits a batch of samples by series reference in one step, for a caller
     /// that writes whole batches (a scrape): cheaper per sample than an [`Appender`] (no
-    /// pending mark, shard lock or reference count per sample; one series lock).
+    /// pending mark, shard lock or reference count per sample).
     ///
     /// The indices of samples whose series left the head (see [`SeriesRef`]) are added to
     /// `unknown`, in order; the other samples go to the WAL in one write and are then checked

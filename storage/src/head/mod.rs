@@ -316,6 +316,30 @@ impl DirectStats {
     }
 }
 
+/// The append rule, shared by appenders, batch commits and WAL replay: a sample for a
+/// series whose newest sample (pending or stored) is `newest` is new (`Ok(true)`), an exact
+/// duplicate to ignore (`Ok(false)`), or refused as out of bounds, out of order or another
+/// value at the newest timestamp.
+#[inline(always)]
+fn judge(t: i64, v: f64, min_valid: i64, newest: Option<(i64, u64)>) -> Result<bool> {
+    if t < min_valid {
+        return Err(Error::OutOfBounds);
+    }
+    if let Some((lt, lv)) = newest {
+        if t < lt {
+            return Err(Error::OutOfOrder);
+        }
+        if t == lt {
+            return if v.to_bits() == lv {
+                Ok(false)
+            } else {
+                Err(Error::DuplicateTimestamp)
+            };
+        }
+    }
+    Ok(true)
+}
+
 /// What an append check decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Appended {
@@ -486,25 +510,18 @@ impl Head {
             return Err(Error::UnknownSeries(r));
         };
         let mut g = m.inner.lock();
-        if t < self.min_valid.load(Ordering::Relaxed) {
-            self.stats.out_of_bounds.fetch_add(1, Ordering::Relaxed);
-            return Err(Error::OutOfBounds);
-        }
-        if let Some((lt, lv)) = g.pending.get().or_else(|| g.last()) {
-            if t < lt {
-                self.stats.out_of_order.fetch_add(1, Ordering::Relaxed);
-                return Err(Error::OutOfOrder);
-            }
-            if t == lt {
-                if v.to_bits() == lv {
-                    self.stats.exact_duplicates.fetch_add(1, Ordering::Relaxed);
-                    return Ok(None);
-                }
-                self.stats
-                    .duplicate_timestamp
-                    .fetch_add(1, Ordering::Relaxed);
-                return Err(Error::DuplicateTimestamp);
-            }
+        let min_valid = self.min_valid.load(Ordering::Relaxed);
+        let verdict = judge(t, v, min_valid, g.pending.get().or_else(|| g.last()));
+        let counter = match &verdict {
+            Ok(true) => None,
+            Ok(false) => Some(&self.stats.exact_duplicates),
+            Err(Error::OutOfBounds) => Some(&self.stats.out_of_bounds),
+            Err(Error::OutOfOrder) => Some(&self.stats.out_of_order),
+            Err(_) => Some(&self.stats.duplicate_timestamp),
+        };
+        if let Some(c) = counter {
+            c.fetch_add(1, Ordering::Relaxed);
+            return verdict.map(|_| None);
         }
         g.pending = Pending::new(t, v);
         drop(g);
@@ -539,7 +556,8 @@ impl Head {
 
     /// Checks and applies samples by series reference in one pass, for a caller that
     /// commits whole batches (a scrape): no pending marks, no shard lock or reference count
-    /// per sample, one series lock per sample.
+    /// per sample; each series lock is taken twice, uncontended (to prefetch the open
+    /// chunk's tail, then to append).
     ///
     /// First resolves every reference (under all shard read locks, held to the end); the
     /// indices of samples whose series is not in the head go to `unknown`. Then `log` gets
@@ -597,21 +615,16 @@ impl Head {
             .filter(|&(i, _)| skip.next_if_eq(&i).is_none());
         for ((_, s), m) in known.zip(series) {
             let mut g = m.inner.lock();
-            if s.t < min_valid {
-                st.out_of_bounds += 1;
+            let counter = match judge(s.t, s.v, min_valid, g.last()) {
+                Ok(true) => None,
+                Ok(false) => Some(&mut st.exact_duplicates),
+                Err(Error::OutOfBounds) => Some(&mut st.out_of_bounds),
+                Err(Error::OutOfOrder) => Some(&mut st.out_of_order),
+                Err(_) => Some(&mut st.duplicate_timestamp),
+            };
+            if let Some(c) = counter {
+                *c += 1;
                 continue;
-            }
-            if let Some((lt, lv)) = g.last() {
-                if s.t <= lt {
-                    if s.t < lt {
-                        st.out_of_order += 1;
-                    } else if s.v.to_bits() == lv {
-                        st.exact_duplicates += 1;
-                    } else {
-                        st.duplicate_timestamp += 1;
-                    }
-                    continue;
-                }
             }
             g.push(s.t, s.v, self.chunk_range, &self.arena);
             lo = lo.min(s.t);
@@ -687,11 +700,11 @@ impl Head {
     /// Appends one replayed sample: silently skips unknown series, samples before the minimum
     /// valid time and samples not newer than the series' last one. Returns whether it was added.
     pub fn replay_sample(&self, m: &MemSeries, t: i64, v: f64) -> bool {
-        if t < self.min_valid.load(Ordering::Relaxed) {
-            return false;
-        }
         let mut g = m.inner.lock();
-        if g.last().is_some_and(|(lt, _)| t <= lt) {
+        if !matches!(
+            judge(t, v, self.min_valid.load(Ordering::Relaxed), g.last()),
+            Ok(true)
+        ) {
             return false;
         }
         g.push(t, v, self.chunk_range, &self.arena);
