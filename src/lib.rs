@@ -11,6 +11,7 @@ pub mod export;
 pub mod gpu;
 pub mod http_config;
 pub mod import;
+pub mod metric_aliases;
 pub mod metrics;
 pub mod remote;
 pub mod scrape;

@@ -31,6 +31,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::aliases::MetricAliases;
 use crate::ast::{Expr, ValueType};
 use crate::eval::Evaluator;
 use crate::storage::{Queryable, StorageError};
@@ -48,6 +49,9 @@ pub struct EngineOptions {
     /// Resolution of subqueries written without a step (default 1 m, Prometheus' global
     /// evaluation interval).
     pub default_subquery_step_ms: i64,
+    /// Metric renames bridged at query time (a selector of a new name also reads the old
+    /// names' series); `None` answers exactly as Prometheus does.
+    pub metric_aliases: Option<Arc<MetricAliases>>,
 }
 
 impl Default for EngineOptions {
@@ -57,6 +61,7 @@ impl Default for EngineOptions {
             max_samples: 50_000_000,
             timeout: Duration::from_secs(120),
             default_subquery_step_ms: 60_000,
+            metric_aliases: None,
         }
     }
 }

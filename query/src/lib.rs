@@ -3,6 +3,7 @@
 
 #![warn(missing_docs)]
 
+pub mod aliases;
 pub mod ast;
 pub mod engine;
 pub mod eval;
@@ -12,6 +13,7 @@ pub mod printer;
 pub mod storage;
 pub mod value;
 
+pub use aliases::MetricAliases;
 pub use engine::{Engine, EngineOptions, QueryError, QueryResult};
 pub use parser::parse;
 pub use value::Value;

@@ -78,6 +78,9 @@ pub struct CommonArgs {
     /// How far back an instant selector looks for a sample.
     #[arg(long = "lookback-delta", default_value = "5m", value_name = "DURATION")]
     pub lookback_delta: String,
+    /// Metric-rename bridging (with --data-dir).
+    #[command(flatten)]
+    pub aliases: crate::metric_aliases::AliasArgs,
 }
 
 /// Arguments of `inferdb query instant`.
@@ -187,6 +190,7 @@ pub fn run_local(
     req: &Request,
     timeout: Duration,
     lookback_ms: i64,
+    metric_aliases: Option<Arc<inferdb_query::MetricAliases>>,
 ) -> Result<QueryOutput, ApiError> {
     if !dir.is_dir() {
         return Err(ApiError::internal(format!(
@@ -208,6 +212,7 @@ pub fn run_local(
         EngineOptions {
             lookback_delta_ms: lookback_ms,
             timeout,
+            metric_aliases,
             ..EngineOptions::default()
         },
     );
@@ -565,9 +570,10 @@ impl QueryArgs {
             );
             return Ok(ExitCode::from(2));
         }
+        let aliases = common.aliases.load()?;
         let res = match &common.url {
             Some(u) => run_remote(u, &req, timeout),
-            None => run_local(&common.data_dir, &req, timeout, lookback),
+            None => run_local(&common.data_dir, &req, timeout, lookback, aliases),
         };
         match res {
             Ok(out) => {

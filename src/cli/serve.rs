@@ -83,6 +83,9 @@ pub struct ServeArgs {
         default_value = "5m"
     )]
     pub query_lookback_delta: String,
+    /// Metric-rename bridging in PromQL evaluation.
+    #[command(flatten)]
+    pub aliases: crate::metric_aliases::AliasArgs,
     /// Queries evaluated at once; more wait in line.
     #[arg(long = "query.max-concurrency", value_name = "N", default_value_t = 20)]
     pub query_max_concurrency: usize,
@@ -306,6 +309,7 @@ impl ServeArgs {
             .next()
             .ok_or_else(|| anyhow!("--web.listen-address {:?} resolves to nothing", self.listen))?;
         let mut api_cfg = self.api_config(listen)?;
+        let metric_aliases = self.aliases.load()?;
         let retention_ms = duration_ms("storage.tsdb.retention.time", &self.retention_time)?;
         let retention_bytes = match &self.retention_size {
             None => None,
@@ -478,6 +482,7 @@ impl ServeArgs {
                 lookback_delta_ms: api_cfg.lookback_delta_ms,
                 max_samples: api_cfg.max_samples,
                 timeout: api_cfg.query_timeout,
+                metric_aliases,
                 ..EngineOptions::default()
             },
         );

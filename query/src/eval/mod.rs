@@ -222,11 +222,11 @@ impl<'a> Evaluator<'a> {
             ExprKind::Number(_) | ExprKind::String(_) => Ok(()),
             ExprKind::VectorSelector(vs) => {
                 let lb = self.opts.lookback_delta_ms;
-                self.load_selector(storage, vs, lo, hi, lb)
+                self.load_selector(storage, vs, lo, hi, lb, expr.span.start)
             }
             ExprKind::MatrixSelector(ms) => {
                 let range = self.duration_ms(&ms.range)?;
-                self.load_selector(storage, &ms.selector, lo, hi, range)
+                self.load_selector(storage, &ms.selector, lo, hi, range, expr.span.start)
             }
             ExprKind::Subquery(sq) => {
                 let range = self.duration_ms(&sq.range)?;
@@ -269,6 +269,7 @@ impl<'a> Evaluator<'a> {
         lo: i64,
         hi: i64,
         back: i64,
+        pos: usize,
     ) -> EvalResult<()> {
         let offset = self.offset_ms(&vs.offset)?;
         let (blo, bhi) = match &vs.at {
@@ -281,7 +282,25 @@ impl<'a> Evaluator<'a> {
         let mint = blo - offset - back;
         let maxt = bhi - offset;
         let key = vs as *const VectorSelector as usize;
-        let series = storage.select(&vs.matchers, mint, maxt)?;
+        let mut out = self.read_series(storage, &vs.matchers, mint, maxt)?;
+        if let Some(aliases) = self.opts.metric_aliases.as_deref() {
+            self.read_aliased(storage, aliases, vs, mint, maxt, pos, &mut out)?;
+        }
+        out.sort_by(|a, b| a.metric.cmp(&b.metric));
+        self.data.insert(key, std::sync::Arc::new(out));
+        Ok(())
+    }
+
+    /// The series matching `matchers` with their points in `[mint, maxt]` (those without any
+    /// left out), in the storage's order.
+    fn read_series<S: Queryable + ?Sized>(
+        &mut self,
+        storage: &S,
+        matchers: &[inferdb_storage::Matcher],
+        mint: i64,
+        maxt: i64,
+    ) -> EvalResult<Vec<Loaded>> {
+        let series = storage.select(matchers, mint, maxt)?;
         let mut out: Vec<Loaded> = Vec::with_capacity(series.len());
         for mut s in series {
             self.check_limits()?;
@@ -299,8 +318,78 @@ impl<'a> Evaluator<'a> {
                 });
             }
         }
-        out.sort_by(|a, b| a.metric.cmp(&b.metric));
-        self.data.insert(key, std::sync::Arc::new(out));
+        Ok(out)
+    }
+
+    /// Metric-alias bridging: when `vs` selects a name by equality and the catalogue knows
+    /// older names of it, reads their series with the same other matchers, renamed to the
+    /// selected name, into `out`. A renamed series whose labels equal a series already in
+    /// `out` contributes only its points before that series' first point (the new name wins
+    /// where both were exposed). Adds an info naming the old names read.
+    #[allow(clippy::too_many_arguments)]
+    fn read_aliased<S: Queryable + ?Sized>(
+        &mut self,
+        storage: &S,
+        aliases: &crate::aliases::MetricAliases,
+        vs: &VectorSelector,
+        mint: i64,
+        maxt: i64,
+        pos: usize,
+        out: &mut Vec<Loaded>,
+    ) -> EvalResult<()> {
+        let Some(name_idx) = vs
+            .matchers
+            .iter()
+            .position(|m| m.name == "__name__" && m.op == inferdb_storage::matcher::MatchOp::Equal)
+        else {
+            return Ok(());
+        };
+        let new_name = vs.matchers[name_idx].value.clone();
+        let olds = aliases.old_names(&new_name);
+        if olds.is_empty() {
+            return Ok(());
+        }
+        let mut read = Vec::new();
+        for old in olds {
+            let mut matchers = vs.matchers.clone();
+            matchers[name_idx] = inferdb_storage::Matcher::equal("__name__", old.as_str());
+            let found = self.read_series(storage, &matchers, mint, maxt)?;
+            if found.is_empty() {
+                continue;
+            }
+            read.push(old.clone());
+            for mut s in found {
+                let renamed = s.metric.with("__name__", &new_name);
+                match out.iter_mut().find(|l| *l.metric == renamed) {
+                    Some(l) => {
+                        let first = l.points[0].t;
+                        let cut = s.points.partition_point(|p| p.t < first);
+                        if cut > 0 {
+                            s.points.truncate(cut);
+                            s.points.append(&mut l.points);
+                            l.points = s.points;
+                            l.has_stale =
+                                l.points.iter().any(|p| inferdb_storage::is_stale_nan(p.f));
+                        }
+                    }
+                    None => {
+                        s.metric = std::sync::Arc::new(renamed);
+                        out.push(s);
+                    }
+                }
+            }
+        }
+        if !read.is_empty() {
+            let names = read
+                .iter()
+                .map(|n| format!("{n:?}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            self.annos.info(
+                format_args!("metric alias: series of {names} read as {new_name:?} (renamed metric; --query.no-metric-aliases turns this off)"),
+                Some(pos),
+            );
+        }
         Ok(())
     }
 
