@@ -27,7 +27,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 W=${1:-/tmp/inferdb-compare}
 export INFERDB_BENCH_HOURS=${INFERDB_BENCH_HOURS:-24}
-export INFERDB_FIXTURES=${INFERDB_FIXTURES:-$ROOT/../shared/fixtures}
+export INFERDB_FIXTURES=${INFERDB_FIXTURES:-$ROOT/tests/fixtures}
 command -v promtool >/dev/null || {
 	echo "promtool missing: apt-get update && apt-get install -y prometheus" >&2
 	exit 1

@@ -31,7 +31,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 W=${1:-/tmp/inferdb-qcompare}
 export INFERDB_BENCH_HOURS=${INFERDB_BENCH_HOURS:-4}
-export INFERDB_FIXTURES=${INFERDB_FIXTURES:-$ROOT/../shared/fixtures}
+export INFERDB_FIXTURES=${INFERDB_FIXTURES:-$ROOT/tests/fixtures}
 REPS=${REPS:-5}
 ROUNDS=${ROUNDS:-2}
 KEEPALIVE=${KEEPALIVE:-0}

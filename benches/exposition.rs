@@ -10,7 +10,7 @@ use inferdb::scrape::target::{Auth, ScrapeLoop, ScrapeOptions, Target};
 use inferdb_storage::Labels;
 
 fn pages() -> Vec<(String, String)> {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
     [
         "vllm/metrics-idle.txt",
         "vllm/metrics-load.txt",

@@ -1,4 +1,4 @@
-//! A deterministic, realistic LLM-inference monitoring workload built from `../shared/fixtures`.
+//! A deterministic, realistic LLM-inference monitoring workload built from `tests/fixtures`.
 //!
 //! Two scrape targets of one host (`gpu-node-07`), with the series of the fixture pages:
 //! - `job="vllm"`: the vLLM server page (`vllm/metrics-load.txt`, ~450 series), every 15 s by
@@ -51,7 +51,7 @@ pub struct Config {
     pub restart_after_ms: Option<i64>,
     /// Seed of the pseudo-random generator.
     pub seed: u64,
-    /// The fixtures folder (`../shared/fixtures` of the repository by default, or
+    /// The fixtures folder (`tests/fixtures` of the repository by default, or
     /// `$INFERDB_FIXTURES`).
     pub fixtures: PathBuf,
 }
@@ -83,12 +83,12 @@ impl Config {
     }
 }
 
-/// The fixtures folder: `$INFERDB_FIXTURES`, else `../shared/fixtures` next to the repository.
+/// The fixtures folder: `$INFERDB_FIXTURES`, else `tests/fixtures` next to the repository.
 pub fn default_fixtures() -> PathBuf {
     if let Ok(p) = std::env::var("INFERDB_FIXTURES") {
         return PathBuf::from(p);
     }
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
 }
 
 /// What a series is (from the fixture's `# TYPE` lines).

@@ -34,7 +34,10 @@ fn run(args: &[&str]) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn promtool_queries() {
     if promtool().is_none() {
-        eprintln!("SKIPPED: promtool not installed (apt-get install prometheus)");
+        common::conformance::skip(
+            "promtool_queries",
+            "promtool not installed (apt-get install prometheus)",
+        );
         return;
     }
     let dir = tempfile::tempdir().unwrap();

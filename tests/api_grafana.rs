@@ -1,4 +1,4 @@
-//! Replays every request of `../shared/spec/grafana-requests.jsonl` (what Grafana's Prometheus
+//! Replays every request of `tests/fixtures/grafana/grafana-requests.jsonl` (what Grafana's Prometheus
 //! datasource sends) against a running inferdb — the real HTTP API, PromQL engine and storage —
 //! loaded with vLLM-like data, and checks the status, shape and content each line expects.
 
@@ -259,7 +259,7 @@ impl ScrapeStatus for Meta {
 }
 
 fn corpus_path() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/spec/grafana-requests.jsonl")
+    common::conformance::fixtures_dir().join("grafana/grafana-requests.jsonl")
 }
 
 /// The JSON value written right after the status code in an `expect` text, if it is complete
@@ -650,8 +650,8 @@ async fn start_loaded(config: ApiConfig) -> Running {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grafana_corpus_replays() {
-    let corpus =
-        std::fs::read_to_string(corpus_path()).expect("shared/spec/grafana-requests.jsonl");
+    let corpus = std::fs::read_to_string(corpus_path())
+        .unwrap_or_else(|e| panic!("{}: {e}", corpus_path().display()));
     let running = start_loaded(ApiConfig::default()).await;
     let base = running.base.clone();
     let client = reqwest::Client::new();

@@ -79,10 +79,11 @@ fn python_ok() -> bool {
         .unwrap_or(false);
     if !ok {
         assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "python3 lacks pyarrow or duckdb on CI (pip install pyarrow duckdb)"
+            std::env::var("CI").as_deref() != Ok("true")
+                && std::env::var("INFERDB_REQUIRE_CONFORMANCE").as_deref() != Ok("1"),
+            "python3 lacks pyarrow or duckdb (pip install pyarrow duckdb), required here"
         );
-        eprintln!("SKIP: python3 lacks pyarrow or duckdb (pip install pyarrow duckdb)");
+        eprintln!("SKIPPED: python3 lacks pyarrow or duckdb (pip install pyarrow duckdb)");
     }
     ok
 }

@@ -571,11 +571,7 @@ fn compare_meta(path: &str, a: &(u16, String), b: &(u16, String)) -> Result<(), 
 
 #[test]
 fn grafana_requests_against_prometheus() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/spec/grafana-requests.jsonl");
-    let Ok(text) = std::fs::read_to_string(&path) else {
-        eprintln!("SKIPPED: {} not found", path.display());
-        return;
-    };
+    let text = common::conformance::fixture("grafana/grafana-requests.jsonl");
     let Some(p) = setup(GRAFANA_T0, GRAFANA_N, &GRAFANA_MODELS) else {
         return;
     };

@@ -155,10 +155,7 @@ fn prometheus_api_client_gets_the_apis_answers() {
     if !has_client {
         let msg = "python3 with PyPI's prometheus-api-client is needed \
                    (pip install prometheus-api-client)";
-        if std::env::var("CI").as_deref() == Ok("true") {
-            panic!("{msg}");
-        }
-        eprintln!("SKIPPED: {msg}");
+        common::conformance::skip("python_client", msg);
         return;
     }
 

@@ -1,4 +1,4 @@
-//! Every expression of vLLM's Grafana dashboards (`shared/fixtures/vllm/dashboard-queries.txt`)
+//! Every expression of vLLM's Grafana dashboards (`tests/fixtures/vllm/dashboard-queries.txt`)
 //! evaluates, as an instant and as a range query, over an hour of vLLM-like data made from the
 //! captured `/metrics` pages; instant results equal the range results at the same time.
 
@@ -10,7 +10,7 @@ use inferdb_query::storage::MemStorage;
 use inferdb_query::{Engine, EngineOptions, Value};
 use inferdb_storage::Labels;
 
-use common::{dashboard_expressions, shared, substitute};
+use common::{dashboard_expressions, fixture, substitute};
 
 /// Parses a text-format page into `(labels, value)` (enough of the format for the fixtures).
 fn parse_page(page: &str) -> Vec<(Labels, f64)> {
@@ -68,15 +68,15 @@ fn parse_page(page: &str) -> Vec<(Labels, f64)> {
 
 /// An hour of scrapes every 30 s of two instances: counters grow, gauges wander, the load
 /// page's values scaled by time.
-fn build_storage() -> Option<MemStorage> {
+fn build_storage() -> MemStorage {
     let pages: Vec<Vec<(Labels, f64)>> = [
         "metrics-idle.txt",
         "metrics-load.txt",
         "metrics-saturated.txt",
     ]
     .iter()
-    .map(|p| shared(&format!("fixtures/vllm/{p}")).map(|t| parse_page(&t)))
-    .collect::<Option<_>>()?;
+    .map(|p| parse_page(&fixture(&format!("vllm/{p}"))))
+    .collect();
     let mut db = MemStorage::new();
     for (inst_i, inst) in ["10.0.0.1:8000", "10.0.0.2:8000"].iter().enumerate() {
         for step in 0..=120i64 {
@@ -97,18 +97,13 @@ fn build_storage() -> Option<MemStorage> {
             db.add(&up, t, 1.0);
         }
     }
-    Some(db)
+    db
 }
 
 #[test]
 fn dashboard_queries_evaluate() {
-    let (Some(text), Some(db)) = (
-        shared("fixtures/vllm/dashboard-queries.txt"),
-        build_storage(),
-    ) else {
-        eprintln!("vLLM fixtures not found; skipping");
-        return;
-    };
+    let text = fixture("vllm/dashboard-queries.txt");
+    let db = build_storage();
     let engine = Engine::new(EngineOptions::default());
     let (start, end, step) = (3_000_000i64, 3_600_000i64, 60_000i64);
     let mut n = 0;

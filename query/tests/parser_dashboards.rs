@@ -1,22 +1,19 @@
-//! Every expression of vLLM's Grafana dashboards (`shared/fixtures/vllm/dashboard-queries.txt`),
+//! Every expression of vLLM's Grafana dashboards (`tests/fixtures/vllm/dashboard-queries.txt`),
 //! with Grafana's variables substituted, parses, prints and re-parses to the same AST; the
 //! selectors of the template-variable queries parse as `match[]` selectors.
 
 mod common;
 
-use common::{dashboard_expressions, shared, substitute};
+use common::{dashboard_expressions, fixture, substitute};
 use inferdb_query::parser::{parse, parse_matchers};
 
-fn fixture() -> Option<String> {
-    shared("fixtures/vllm/dashboard-queries.txt")
+fn queries() -> String {
+    fixture("vllm/dashboard-queries.txt")
 }
 
 #[test]
 fn dashboard_queries_parse_and_round_trip() {
-    let Some(text) = fixture() else {
-        eprintln!("dashboard fixture not found; skipping");
-        return;
-    };
+    let text = queries();
     let mut n = 0;
     let mut failures = Vec::new();
     for line in dashboard_expressions(&text) {
@@ -39,9 +36,7 @@ fn dashboard_queries_parse_and_round_trip() {
 
 #[test]
 fn template_variable_selectors_parse_as_match_selectors() {
-    let Some(text) = fixture() else {
-        return;
-    };
+    let text = queries();
     let vars = text
         .split("\n# ==== TEMPLATE VARIABLES ====")
         .nth(1)

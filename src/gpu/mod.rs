@@ -521,7 +521,7 @@ mod tests {
     #[test]
     fn names_match_the_dcgm_fixture() {
         let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../shared/fixtures/dcgm/metrics-8gpu.txt");
+            .join("tests/fixtures/dcgm/metrics-8gpu.txt");
         let page = std::fs::read_to_string(p).unwrap();
         let mut fixture_names = std::collections::BTreeSet::new();
         for e in parse(&page, Format::PromText) {

@@ -3,7 +3,7 @@
 //! rate per thread-CPU-second overall and per coding (value / timestamps), so a profiler
 //! (`perf record`, `valgrind --tool=callgrind`) sees decoding only.
 //!
-//! `INFERDB_FIXTURES=../shared/fixtures cargo run --release -p inferdb-storage --example
+//! `INFERDB_FIXTURES=tests/fixtures cargo run --release -p inferdb-storage --example
 //! decode_perf -- [ROUNDS] [CACHE_FILE]`: with `CACHE_FILE` the encoded chunks are read from it
 //! when it exists (else written to it), which skips generating and encoding the workload.
 

@@ -3,7 +3,7 @@
 //! sample by sample to a `ChunkWriter` and finished (`finish` picks the smallest coding),
 //! several rounds; prints the rate per thread-CPU-second (ns clock) of the best round.
 //!
-//! `INFERDB_FIXTURES=../shared/fixtures cargo run --release -p inferdb-storage --example
+//! `INFERDB_FIXTURES=tests/fixtures cargo run --release -p inferdb-storage --example
 //! encode_perf -- [ROUNDS] [HOURS]` (24 h by default)
 
 #[path = "../../benches/workload.rs"]

@@ -19,7 +19,7 @@
 //! ```
 //!
 //! `INFERDB_BENCH_HOURS` (default 24) sets the workload length, `INFERDB_FIXTURES` the
-//! fixtures folder (default `../shared/fixtures` next to the repository). Every command
+//! fixtures folder (default `tests/fixtures` of the repository). Every command
 //! prints `key=value` lines that the script collects.
 
 #[path = "../../benches/workload.rs"]
@@ -70,7 +70,7 @@ fn config() -> workload::Config {
     let mut cfg = workload::Config::hours(hours);
     if std::env::var_os("INFERDB_FIXTURES").is_none() {
         // this example lives one folder deeper than the benches
-        cfg.fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures");
+        cfg.fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures");
     }
     cfg
 }

@@ -1,9 +1,8 @@
 //! Comparing Prometheus' and inferdb's answers to the same queries: result type, label sets,
 //! timestamps, and values within 1e-9 relative (NaN equals NaN); plus the vLLM dashboard's
-//! queries from `../shared/fixtures`.
+//! queries from `tests/fixtures`.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use serde_json::Value;
 
@@ -197,20 +196,11 @@ pub fn compare_queries(
     t
 }
 
-/// The vLLM dashboard's queries (`../shared/fixtures/vllm/dashboard-queries.txt`, up to its
+/// The vLLM dashboard's queries (`tests/fixtures/vllm/dashboard-queries.txt`, up to its
 /// template variables) with the variables filled in (`$__rate_interval` by `rate_interval`),
 /// without duplicates; those using a variable the test data has no value for are left out.
-/// Empty, with a note, when the fixture is missing.
 pub fn dashboard_queries(rate_interval: &str) -> Vec<String> {
-    let path =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/vllm/dashboard-queries.txt");
-    let Ok(text) = std::fs::read_to_string(&path) else {
-        eprintln!(
-            "note: {} not found; dashboard queries skipped",
-            path.display()
-        );
-        return Vec::new();
-    };
+    let text = super::conformance::fixture("vllm/dashboard-queries.txt");
     let mut out = Vec::new();
     for line in text.lines() {
         if line.starts_with("# ==== TEMPLATE VARIABLES") {

@@ -1,10 +1,9 @@
-//! Shared by the query crate's integration tests: the fixtures in `../shared` (the vLLM
-//! dashboard queries with Grafana's variables substituted, the promqltest suite).
+//! Shared by the query crate's integration tests: the repository's fixtures (the vLLM
+//! dashboard queries with Grafana's variables substituted) and the promqltest suite, found as
+//! the root crate's `tests/common/conformance.rs` says.
 //!
 //! Cargo treats this folder as a plain module: each test file that needs it says `mod common;`.
 #![allow(dead_code)]
-
-use std::path::PathBuf;
 
 /// The core promqltest files (without `.test`).
 pub const PROMQLTEST_CORE: [&str; 14] = [
@@ -24,22 +23,10 @@ pub const PROMQLTEST_CORE: [&str; 14] = [
     "trig_functions",
 ];
 
-/// The repository's `shared` folder (fixtures, spec, promqltest).
-pub fn shared_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared")
-}
-
-/// The text of `shared/<p>`, `None` when it cannot be read.
-pub fn shared(p: &str) -> Option<String> {
-    std::fs::read_to_string(shared_dir().join(p)).ok()
-}
-
-/// The promqltest folder: `INFERDB_PROMQLTEST_DIR`, else `shared/promqltest`.
-pub fn promqltest_dir() -> PathBuf {
-    std::env::var("INFERDB_PROMQLTEST_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| shared_dir().join("promqltest"))
-}
+#[path = "../../../tests/common/conformance.rs"]
+mod conformance;
+#[allow(unused_imports)]
+pub use conformance::{fixture, promqltest_dir};
 
 /// The dashboard expressions of `fixtures/vllm/dashboard-queries.txt` (`text`): its lines up to
 /// the template variables, without comments and blank lines, unsubstituted.

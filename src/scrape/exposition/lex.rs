@@ -668,7 +668,7 @@ mod fast_path_tests {
         .iter()
         .map(|s| s.to_string())
         .collect();
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures");
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
         for page in ["vllm/metrics-load.txt", "dcgm/metrics-8gpu.txt"] {
             if let Ok(t) = std::fs::read_to_string(root.join(page)) {
                 lines.extend(

@@ -231,7 +231,7 @@ fn content_type_detection() {
 }
 
 fn fixture_pages() -> Vec<std::path::PathBuf> {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
     let mut out = vec![];
     for dir in ["vllm", "dcgm"] {
         for e in std::fs::read_dir(root.join(dir)).expect("fixtures present") {
@@ -283,7 +283,7 @@ fn every_fixture_page_parses_fully() {
 
 #[test]
 fn fixture_values_match_spot_checks() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
     let page = std::fs::read_to_string(root.join("vllm/metrics-load.txt")).unwrap();
     let s = samples(&page, Format::PromText);
     let running = s
