@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
-use inferdb::scrape::exposition::{parse, Entry, Format};
-use inferdb::scrape::sink::{AppendStats, SampleSink, SinkError, SinkSample};
+use inferdb::model::exposition::{parse, Entry, Format};
+use inferdb::model::sink::{AppendStats, SampleSink, SinkError, SinkSample};
 use inferdb::scrape::target::{Auth, ScrapeLoop, ScrapeOptions, Target};
 use inferdb_storage::Labels;
 

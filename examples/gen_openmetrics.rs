@@ -15,7 +15,7 @@
 use std::collections::HashMap;
 use std::io::Write;
 
-use inferdb::scrape::exposition::{self, Entry, Format, MetricType};
+use inferdb::model::exposition::{self, Entry, Format, MetricType};
 use inferdb::sim::VllmModel;
 
 /// 2026-12-01T00:00:00Z in Unix seconds.

@@ -10,10 +10,10 @@
 
 use std::sync::Arc;
 
-use inferdb::scrape::exposition::Format;
-use inferdb::scrape::sink::SampleSink;
+use inferdb::config::Config;
+use inferdb::model::exposition::Format;
+use inferdb::model::sink::SampleSink;
 use inferdb::scrape::target::{discover, Auth, ScrapeLoop, ScrapeOptions};
-use inferdb::scrape::Config;
 use inferdb::sim::VllmModel;
 use inferdb_storage::db::{Db, Options};
 

@@ -1,18 +1,21 @@
 //! inferdb: an embedded time-series database and PromQL engine for LLM-inference metrics.
 //!
-//! The root crate holds the scraper ([`scrape`]), the built-in vLLM simulator ([`sim`]), the
-//! GPU sampler ([`gpu`]), the HTTP API and the command line.
+//! The root crate holds the ingest model shared by every way samples come in ([`model`]: the
+//! exposition parser, relabelling, the sample sink), the configuration file ([`config`]), the
+//! scraper ([`scrape`]), the built-in vLLM simulator ([`sim`]), the GPU sampler ([`gpu`]),
+//! the HTTP API and the command line.
 
 #![warn(missing_docs)]
 
 pub mod api;
 pub mod cli;
+pub mod config;
 pub mod export;
 pub mod gpu;
-pub mod http_config;
 pub mod import;
 pub mod metric_aliases;
 pub mod metrics;
+pub mod model;
 pub mod remote;
 pub mod scrape;
 pub mod sim;

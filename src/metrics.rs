@@ -609,7 +609,7 @@ pub fn render_into(out: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scrape::exposition::{self, Entry, Format};
+    use crate::model::exposition::{self, Entry, Format};
 
     #[test]
     fn registry_renders_parseable_text() {

@@ -326,7 +326,7 @@ fn single_file_day_partitions_and_csv() {
         .map(|l| {
             let p: Vec<&str> = l.split(',').collect();
             assert_eq!(p[2], "test_special");
-            let v = inferdb::scrape::exposition::parse_value(p[1]).unwrap();
+            let v = inferdb::model::exposition::parse_value(p[1]).unwrap();
             (p[0].parse().unwrap(), v)
         })
         .collect();

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use inferdb::gpu::{sample_once, FakeGpu, Reading, F};
-use inferdb::scrape::exposition::{parse as parse_page, Entry, Format};
+use inferdb::model::exposition::{parse as parse_page, Entry, Format};
 use inferdb::sim::VllmModel;
 use inferdb_query::storage::MemStorage;
 use inferdb_query::{Engine, EngineOptions, Value};

@@ -6,11 +6,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use inferdb::scrape::config::Config;
-use inferdb::scrape::exposition::{self, Entry, Format};
-use inferdb::scrape::sink::{AppendStats, SinkError, SinkSample};
+use inferdb::config::Config;
+use inferdb::model::exposition::{self, Entry, Format};
+use inferdb::model::sink::{AppendStats, SinkError, SinkSample};
+use inferdb::model::sink::{MemorySink, SampleSink};
 use inferdb::scrape::target::{discover, Auth, ScrapeLoop, ScrapeOptions};
-use inferdb::scrape::{MemorySink, SampleSink};
 use inferdb_storage::db::{Db, Options};
 use inferdb_storage::{is_stale_nan, Labels, Matcher};
 

@@ -8,10 +8,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use inferdb::scrape::config::Config;
-use inferdb::scrape::exposition::{parse, Entry, Format};
+use inferdb::config::Config;
+use inferdb::model::exposition::{parse, Entry, Format};
+use inferdb::model::sink::SampleSink;
 use inferdb::scrape::target::{discover, Auth, ScrapeLoop, ScrapeOptions};
-use inferdb::scrape::SampleSink;
 use inferdb::sim::{SimOptions, Simulator};
 use inferdb_storage::{is_stale_nan, Db, Matcher};
 

@@ -4,10 +4,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use inferdb::scrape::config::{Config, ScrapeConfig};
-use inferdb::scrape::exposition::{self, Entry, Format};
+use inferdb::config::{Config, ScrapeConfig};
+use inferdb::model::exposition::{self, Entry, Format};
+use inferdb::model::sink::{MemorySink, SampleSink};
 use inferdb::scrape::target::{discover, Auth, ScrapeLoop, ScrapeOptions, ACCEPT_HEADER};
-use inferdb::scrape::{MemorySink, SampleSink, ScrapeManager};
+use inferdb::scrape::ScrapeManager;
 use inferdb::sim::{SimOptions, Simulator};
 use inferdb_storage::{is_stale_nan, Labels};
 use parking_lot::Mutex;

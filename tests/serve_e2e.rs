@@ -12,7 +12,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use inferdb::scrape::exposition::{self, Entry, Format};
+use inferdb::model::exposition::{self, Entry, Format};
 use inferdb::sim::{SimOptions, Simulator};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -2,7 +2,7 @@
 //! error names a line within the input, and every label set it accepts can be read back.
 #![no_main]
 
-use inferdb::scrape::exposition::{parse, Entry, Format};
+use inferdb::model::exposition::{parse, Entry, Format};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

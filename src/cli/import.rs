@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use crate::import::{import_files, ImportError, ImportOptions};
-use crate::scrape::exposition::Format;
+use crate::model::exposition::Format;
 
 /// `inferdb import ...`
 #[derive(Debug, clap::Args)]

@@ -16,8 +16,10 @@ use tokio::sync::watch;
 
 use crate::api::params::{parse_duration_ns, parse_promql_duration_ms};
 use crate::api::{self, ApiConfig, ApiState, DbBackend, MetricMetadata, ScrapeStatus, TargetInfo};
-use crate::scrape::config::{parse_bytes, ScrapeConfig};
-use crate::scrape::{Config, SampleSink, ScrapeManager};
+use crate::config::Config;
+use crate::config::{parse_bytes, ScrapeConfig};
+use crate::model::sink::SampleSink;
+use crate::scrape::ScrapeManager;
 
 /// Arguments of `inferdb serve`.
 #[derive(Debug, Clone, clap::Args)]
@@ -348,8 +350,7 @@ impl ServeArgs {
                 None => {
                     // quick start: scrape every 15 s (Prometheus' example configuration)
                     let mut c = Config::default();
-                    c.global.scrape_interval =
-                        crate::scrape::config::PromDuration(Duration::from_secs(15));
+                    c.global.scrape_interval = crate::config::PromDuration(Duration::from_secs(15));
                     c
                 }
             };
@@ -372,11 +373,6 @@ impl ServeArgs {
                 }
                 cfg.scrape_configs.extend(job);
             }
-            let rw_base = config_file.as_ref().and_then(|p| p.parent());
-            crate::remote::config::parse(
-                cfg.remote_write.as_ref(),
-                rw_base.unwrap_or(std::path::Path::new(".")),
-            )?;
             Ok(cfg)
         };
         let cfg = load()?;
@@ -448,7 +444,6 @@ impl ServeArgs {
         let remote_task = tokio::spawn(crate::remote::sender::follow_config(
             remote_write.clone(),
             cfg_tx.subscribe(),
-            self.config_file.clone(),
             stopped(stop_rx.clone()),
         ));
         let view = Arc::new(ScrapeView {

@@ -20,8 +20,8 @@ use std::time::Duration;
 
 use inferdb_storage::{stale_nan, Label, Labels};
 
-use crate::scrape::sink::{SampleSink, SeriesHandle, SinkSample};
-use crate::scrape::target::now_ms;
+use crate::model::sink::{SampleSink, SeriesHandle, SinkSample};
+use crate::model::time::now_ms;
 
 /// Prometheus type of a DCGM field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -495,8 +495,8 @@ pub fn sample_once(sampler: &mut dyn GpuSampler, hostname: &str) -> (String, Vec
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scrape::exposition::{parse, Entry, Format};
-    use crate::scrape::MemorySink;
+    use crate::model::exposition::{parse, Entry, Format};
+    use crate::model::sink::MemorySink;
 
     #[test]
     fn page_matches_dcgm_exporter_layout() {

@@ -5,7 +5,7 @@
 //! with the number of series, not of samples), and nothing is half-imported.
 //!
 //! 1. **Parse pass.** Every file is read once (memory-mapped, parsed with
-//!    [`crate::scrape::exposition`]). Each sample must carry a timestamp and valid labels and
+//!    [`crate::model::exposition`]). Each sample must carry a timestamp and valid labels and
 //!    must not repeat the previous sample's timestamp with another value; problems are
 //!    collected with file and line number. Samples are encoded straight into compressed
 //!    chunks, one open chunk per series, cut at 120 samples and at block-range boundaries
@@ -39,7 +39,7 @@ use inferdb_storage::block::{BlockMeta, BlockWriter};
 use inferdb_storage::chunk::{self, ChunkWriter};
 use inferdb_storage::{Db, Label, Labels, Options};
 
-use crate::scrape::exposition::{Entry, Format, Parser};
+use crate::model::exposition::{Entry, Format, Parser};
 
 use spill::Spill;
 
@@ -332,7 +332,7 @@ impl Pass {
     /// recording a problem with its labels.
     fn series_of(
         &mut self,
-        s: &crate::scrape::exposition::Sample<'_>,
+        s: &crate::model::exposition::Sample<'_>,
         series_text: &str,
         file: &Path,
         line: usize,
@@ -398,13 +398,13 @@ fn fast_value_ts(rest: &str, format: Format) -> Option<(i64, f64)> {
     if vtok.is_empty() || ttok.is_empty() || vtok.contains('\t') || ttok.contains([' ', '\t']) {
         return None;
     }
-    let v = crate::scrape::exposition::parse_value(vtok)?;
+    let v = crate::model::exposition::parse_value(vtok)?;
     let t = match format {
         // digits only, as the exposition parser (and Prometheus) read text timestamps
         Format::PromText if ttok.bytes().all(|c| c.is_ascii_digit()) => ttok.parse::<i64>().ok()?,
         Format::PromText => return None,
         Format::OpenMetrics => {
-            let f = crate::scrape::exposition::parse_value(ttok)?;
+            let f = crate::model::exposition::parse_value(ttok)?;
             if !f.is_finite() {
                 return None;
             }
@@ -421,7 +421,7 @@ fn parse_line<'m>(
     type_line: Option<&str>,
     line: &str,
     format: Format,
-) -> Vec<Result<Entry<'m>, crate::scrape::exposition::ParseError>> {
+) -> Vec<Result<Entry<'m>, crate::model::exposition::ParseError>> {
     mini.clear();
     if let Some(t) = type_line {
         mini.push_str(t);
@@ -443,7 +443,7 @@ fn parse_line<'m>(
 /// Lines are split here. A sample line that starts with the previous sample's series text
 /// followed by ` VALUE TIMESTAMP` takes a fast path (the series and its labels were validated
 /// on its first line); every other line (comments, a new series, anything unusual) goes
-/// through [`crate::scrape::exposition::Parser`] with its family's `# TYPE` line, which
+/// through [`crate::model::exposition::Parser`] with its family's `# TYPE` line, which
 /// gives the sample or the error. `# EOF` and what may follow it are checked here as the
 /// parser does.
 fn parse_all(files: &[PathBuf], opts: &ImportOptions, spill: Spill) -> Result<Parsed, ImportError> {

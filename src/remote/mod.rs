@@ -3,7 +3,6 @@
 //! `api/`) and the sender that forwards the WAL to a remote store.
 
 pub mod codec;
-pub mod config;
 pub mod proto;
 pub mod receiver;
 pub mod sender;

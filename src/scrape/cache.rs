@@ -4,14 +4,14 @@
 //! The texts live in one buffer in page order, so the common scrape (the same series in the
 //! same order as last time) checks each line against the next expected text with one
 //! comparison over memory read front to back, and parses neither the series nor its labels
-//! ([`super::exposition::Parser::next_known`]); other lines are looked up by hash. The
+//! ([`crate::model::exposition::Parser::next_known`]); other lines are looked up by hash. The
 //! layout is rebuilt only after a scrape whose series or order changed.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use super::exposition::MetricType;
-use super::sink::SeriesHandle;
+use crate::model::exposition::MetricType;
+use crate::model::sink::SeriesHandle;
 
 /// A fast, non-cryptographic hasher (keys are one target's series texts; a target crafting
 /// collisions only slows its own scrapes, and lookups compare the texts).
@@ -315,7 +315,7 @@ impl SeriesCache {
 
 /// The metadata lines (`# HELP`, `# TYPE`, `# UNIT`) of a target's last successful page, in
 /// page order: a line written exactly as last time is skipped without lexing
-/// ([`super::exposition::Parser::next_known_meta`]; a `TYPE` line's type is kept for the
+/// ([`crate::model::exposition::Parser::next_known_meta`]; a `TYPE` line's type is kept for the
 /// parser's state), and the target's metadata is rebuilt only when a line changed.
 #[derive(Debug, Default)]
 pub(crate) struct MetaLines {

@@ -16,11 +16,12 @@ use parking_lot::Mutex;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::config::Config;
-use super::sink::SampleSink;
 use super::target::{
-    discover, now_ms, Auth, MetricMetadata, ScrapeLoop, ScrapeOptions, Target, TargetState,
+    discover, Auth, MetricMetadata, ScrapeLoop, ScrapeOptions, Target, TargetState,
 };
+use crate::config::Config;
+use crate::model::sink::SampleSink;
+use crate::model::time::now_ms;
 
 /// A target as the targets API shows it.
 #[derive(Debug, Clone)]

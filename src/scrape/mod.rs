@@ -1,18 +1,13 @@
-//! Scraping: the exposition parser, configuration, relabelling, scrape loops.
+//! Scraping: targets from the configuration, scrape loops, the HTTP client of targets, the
+//! per-target series cache, reloads.
 //!
 //! Entry points: [`run_scraper`] (or [`manager::run_with_reload`] for reloads) runs the
-//! scrape loops of a [`config::Config`] into any [`SampleSink`] (`inferdb_storage::Db`
-//! implements it; [`MemorySink`] is for tests).
+//! scrape loops of a [`crate::config::Config`] into any [`crate::model::sink::SampleSink`]
+//! (`inferdb_storage::Db` implements it; [`crate::model::sink::MemorySink`] is for tests).
 
 mod cache;
-pub mod config;
-pub mod exposition;
 mod http;
 pub mod manager;
-pub mod relabel;
-pub mod sink;
 pub mod target;
 
-pub use config::Config;
 pub use manager::{run_scraper, ScrapeManager};
-pub use sink::{MemorySink, SampleSink};

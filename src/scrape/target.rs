@@ -11,19 +11,19 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, LazyLock};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use inferdb_storage::{stale_nan, Label, Labels};
 use parking_lot::Mutex;
 use serde::Deserialize;
 
 use super::cache::{MetaLines, SeriesCache};
-use super::config::{Config, ScrapeConfig};
-use super::exposition::{self, Entry, Format, MetricType};
 use super::http::{HttpTarget, Outcome, Page, PooledBuf, RequestSpec};
-use super::relabel::{relabel, LabelMap, RelabelConfig};
-use super::sink::{AppendStats, SampleSink, SeriesHandle, SinkError, SinkSample};
+use crate::config::{glob_match, Config, ScrapeConfig};
 use crate::metrics::{self, Counter, Histogram};
+use crate::model::exposition::{self, Entry, Format, MetricType};
+use crate::model::relabel::{relabel, LabelMap, RelabelConfig};
+use crate::model::sink::{AppendStats, SampleSink, SeriesHandle, SinkError, SinkSample};
 
 static EXCEEDED_BODY_SIZE: LazyLock<Counter> = LazyLock::new(|| {
     metrics::counter(
@@ -55,14 +55,6 @@ pub const ACCEPT_HEADER: &str = "application/openmetrics-text;version=1.0.0;esca
 /// Body size limit used when the configuration sets none (Prometheus has none; a page this
 /// large is a broken target, and reading it whole would only cost memory).
 pub const DEFAULT_BODY_SIZE_LIMIT: u64 = 32 << 20;
-
-/// Milliseconds since the Unix epoch, now.
-pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
 
 /// A target to scrape, after relabelling.
 #[derive(Debug, Clone, PartialEq)]
@@ -108,32 +100,6 @@ pub struct TargetGroup {
     /// Labels for the group.
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
-}
-
-pub(crate) fn glob_match(pattern: &str, name: &str) -> bool {
-    // '*' and '?' only, which is what file_sd patterns use in practice.
-    let (p, n): (Vec<char>, Vec<char>) = (pattern.chars().collect(), name.chars().collect());
-    let (mut pi, mut ni, mut star, mut mark) = (0usize, 0usize, None::<usize>, 0usize);
-    while ni < n.len() {
-        if pi < p.len() && (p[pi] == '?' || p[pi] == n[ni]) {
-            pi += 1;
-            ni += 1;
-        } else if pi < p.len() && p[pi] == '*' {
-            star = Some(pi);
-            mark = ni;
-            pi += 1;
-        } else if let Some(s) = star {
-            pi = s + 1;
-            mark += 1;
-            ni = mark;
-        } else {
-            return false;
-        }
-    }
-    while pi < p.len() && p[pi] == '*' {
-        pi += 1;
-    }
-    pi == p.len()
 }
 
 /// Reads the target groups of file service discovery files (patterns allowed in the last
@@ -250,12 +216,12 @@ pub fn discover(cfg: &Config, sc: &ScrapeConfig) -> (Vec<Target>, Vec<String>) {
             }
             let interval = l
                 .get("__scrape_interval__")
-                .and_then(|s| super::config::parse_duration(s).ok())
+                .and_then(|s| crate::config::parse_duration(s).ok())
                 .filter(|d| !d.is_zero())
                 .unwrap_or(sc.interval(g));
             let timeout = l
                 .get("__scrape_timeout__")
-                .and_then(|s| super::config::parse_duration(s).ok())
+                .and_then(|s| crate::config::parse_duration(s).ok())
                 .filter(|d| !d.is_zero())
                 .unwrap_or(sc.timeout(g))
                 .min(interval);

@@ -12,7 +12,7 @@
 
 use std::fmt::Write as _;
 
-use crate::scrape::exposition::{self, Entry, Format};
+use crate::model::exposition::{self, Entry, Format};
 
 const TEMPLATE: &str = include_str!("vllm_page_template.txt");
 /// `process_start_time_seconds` of the template page.

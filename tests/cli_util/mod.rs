@@ -72,7 +72,7 @@ pub fn gen(start: i64, n: usize, step: i64, servers: usize) -> (String, Expected
                 let text_v = om_val(f(si, i));
                 writeln!(out, "{text} {text_v} {}", om_ts(t)).unwrap();
                 // what the text means, as the exposition parser reads it
-                let v = inferdb::scrape::exposition::parse_value(&text_v).unwrap();
+                let v = inferdb::model::exposition::parse_value(&text_v).unwrap();
                 e.push((t, v));
             }
         }

@@ -37,11 +37,11 @@ use base64::Engine as _;
 use inferdb_storage::wal::watch::{PollResult, WalWatcher, WatchEvent};
 use inferdb_storage::Labels;
 
+use crate::config::remote_write::RemoteWriteConfig;
+use crate::config::ConfigError;
 use crate::metrics::{self, Counter, Gauge, Histogram};
-use crate::remote::config::RemoteWriteConfig;
+use crate::model::relabel::{self, LabelMap};
 use crate::remote::proto::{Label, Sample};
-use crate::scrape::config::ConfigError;
-use crate::scrape::relabel::{self, LabelMap};
 use position::{Marks, Pos, PositionFile};
 use queue::{Control, Item, Sender, SeriesOut, Shard};
 
@@ -609,7 +609,7 @@ async fn reshard(inner: &Arc<Inner>, n: usize) {
 fn outgoing(
     l: &Labels,
     external: &[(String, String)],
-    rules: &[crate::scrape::relabel::RelabelConfig],
+    rules: &[crate::model::relabel::RelabelConfig],
 ) -> Option<Arc<SeriesOut>> {
     let mut m: LabelMap = l
         .iter()
@@ -647,7 +647,7 @@ fn read_wal(
     wal_dir: PathBuf,
     resumed: Option<Marks>,
     external: Vec<(String, String)>,
-    rules: Vec<crate::scrape::relabel::RelabelConfig>,
+    rules: Vec<crate::model::relabel::RelabelConfig>,
 ) {
     let start = resumed.as_ref().map(|m| m.start()).unwrap_or_default();
     let mut w = WalWatcher::new(&wal_dir, start.wal());
@@ -888,34 +888,19 @@ impl RemoteWriteManager {
 }
 
 /// Runs the queues of the configuration in `configs` and follows its reloads until `stop`
-/// completes (then call [`RemoteWriteManager::stop`]). `config_file` resolves relative
-/// secret files.
+/// completes (then call [`RemoteWriteManager::stop`]).
 pub async fn follow_config(
     mgr: Arc<RemoteWriteManager>,
-    mut configs: tokio::sync::watch::Receiver<crate::scrape::Config>,
-    config_file: Option<PathBuf>,
+    mut configs: tokio::sync::watch::Receiver<crate::config::Config>,
     stop: impl std::future::Future<Output = ()>,
 ) {
-    let base = config_file
-        .as_ref()
-        .and_then(|p| p.parent())
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("."));
     tokio::pin!(stop);
     loop {
         let (list, external) = {
             let c = configs.borrow_and_update();
-            (
-                crate::remote::config::parse(c.remote_write.as_ref(), &base),
-                c.global.external_labels.clone(),
-            )
+            (c.remote_write.clone(), c.global.external_labels.clone())
         };
-        match list {
-            Ok(list) => {
-                mgr.apply(list, &external).await;
-            }
-            Err(e) => tracing::error!(error = %e, "remote_write configuration not applied"),
-        }
+        mgr.apply(list, &external).await;
         tokio::select! {
             r = configs.changed() => if r.is_err() { return },
             _ = &mut stop => return,
@@ -993,9 +978,9 @@ mod tests {
   write_relabel_configs: [{{source_labels: [job], regex: drop, action: drop}}]
   queue_config: {{max_samples_per_send: 10, batch_send_deadline: 50ms, min_backoff: 5ms, max_backoff: 20ms{extra}}}"
         );
-        let v: serde_yaml::Value = serde_yaml::from_str(&y).unwrap();
-        crate::remote::config::parse(Some(&v), Path::new("."))
+        crate::config::Config::parse(&format!("remote_write:\n{y}"))
             .unwrap()
+            .remote_write
             .remove(0)
     }
 
@@ -1127,7 +1112,7 @@ mod tests {
         assert!(mgr.names().await.is_empty());
         // a secret file that cannot be read: the queue does not start, the error says why
         let mut bad = config(&url, "");
-        bad.basic_auth = Some(crate::remote::config::BasicAuth {
+        bad.basic_auth = Some(crate::config::http::BasicAuth {
             username: "u".into(),
             password: None,
             password_file: Some(d.path().join("missing").to_string_lossy().into_owned()),

@@ -32,10 +32,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::http_config::{check_auth, resolve_secret_files};
-pub use crate::http_config::{Authorization, BasicAuth};
-use crate::scrape::config::{ConfigError, PromDuration};
-use crate::scrape::relabel::RelabelConfig;
+use super::http::{check_auth, resolve_secret_files, Authorization, BasicAuth};
+use super::{ConfigError, PromDuration};
+use crate::model::relabel::RelabelConfig;
 
 /// One `remote_write` entry.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -234,22 +233,11 @@ fn read_secret(p: &Path) -> Result<String, ConfigError> {
     Ok(s.trim_end_matches(['\n', '\r']).to_string())
 }
 
-/// Reads the raw `remote_write` section (kept by [`crate::scrape::Config`]); `base` resolves
-/// relative secret files. Names must be unique, and so must urls without a name.
-pub fn parse(
-    raw: Option<&serde_yaml::Value>,
-    base: &Path,
-) -> Result<Vec<RemoteWriteConfig>, ConfigError> {
-    let Some(raw) = raw else {
-        return Ok(vec![]);
-    };
-    if raw.is_null() {
-        return Ok(vec![]);
-    }
-    let mut list: Vec<RemoteWriteConfig> = serde_yaml::from_value(raw.clone())
-        .map_err(|e| ConfigError::Yaml(format!("remote_write: {e}")))?;
+/// Checks the `remote_write` entries as Prometheus does and applies its adjustments; `base`
+/// resolves relative secret files. Names must be unique, and so must urls without a name.
+pub(super) fn check_all(list: &mut [RemoteWriteConfig], base: &Path) -> Result<(), ConfigError> {
     let mut names = std::collections::HashSet::new();
-    for c in &mut list {
+    for c in list {
         c.check(base)?;
         if !names.insert(c.queue_name()) {
             return Err(ConfigError::Invalid(format!(
@@ -258,7 +246,7 @@ pub fn parse(
             )));
         }
     }
-    Ok(list)
+    Ok(())
 }
 
 #[cfg(test)]
@@ -266,8 +254,10 @@ mod tests {
     use super::*;
 
     fn p(y: &str) -> Result<Vec<RemoteWriteConfig>, ConfigError> {
-        let v: serde_yaml::Value = serde_yaml::from_str(y).unwrap();
-        parse(Some(&v), Path::new("/etc/inferdb"))
+        let mut list: Vec<RemoteWriteConfig> =
+            serde_yaml::from_str(y).map_err(|e| ConfigError::Yaml(format!("remote_write: {e}")))?;
+        check_all(&mut list, Path::new("/etc/inferdb"))?;
+        Ok(list)
     }
 
     #[test]

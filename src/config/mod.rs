@@ -1,10 +1,18 @@
-//! The Prometheus-compatible configuration file (`prometheus.yml`).
+//! The Prometheus-compatible configuration file (`prometheus.yml`): [`Config`], its `global`
+//! section, loading and checking.
 //!
-//! `global` (scrape_interval, scrape_timeout, external_labels) and `scrape_configs` are read
-//! as Prometheus reads them. Unknown fields are refused with their name and line. Sections
-//! inferdb does not implement (rule_files, alerting, remote_read, service discoveries other
-//! than static and file) are accepted, named in one warning ([`Config::warnings`]) and
-//! ignored.
+//! `global`, `scrape_configs` ([`scrape`]), `remote_write` ([`remote_write`]), `rule_files`
+//! and `alerting` ([`alerting`]) are typed and read as Prometheus reads them; the HTTP-client
+//! settings they share are in [`http`]. Unknown fields are refused with their name and line.
+//! Sections inferdb does not implement (remote_read, storage, tracing, otlp, runtime, service
+//! discoveries other than static and file) are accepted, named in one warning
+//! ([`Config::warnings`]) and ignored; so are `rule_files` and `alerting` until rules are
+//! evaluated.
+
+pub mod alerting;
+pub mod http;
+pub mod remote_write;
+pub mod scrape;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -12,10 +20,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
 
-use super::relabel::RelabelConfig;
-use super::target::glob_match;
-use crate::http_config::{check_auth, join_dir, resolve_secret_files};
-pub use crate::http_config::{Authorization, BasicAuth, TlsConfig};
+pub use alerting::AlertingConfig;
+pub use remote_write::RemoteWriteConfig;
+pub use scrape::{FileSdConfig, ScrapeConfig, StaticConfig};
 
 /// A configuration error; the message names the field and line where serde_yaml knows them.
 #[derive(Debug, thiserror::Error)]
@@ -37,7 +44,7 @@ pub enum ConfigError {
 }
 
 /// A Prometheus duration (`15s`, `1m30s`, `500ms`, `1h`, `2d`, `1w`, `1y`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub struct PromDuration(pub Duration);
 
 /// Parses a Prometheus duration string.
@@ -146,13 +153,15 @@ pub struct Config {
     /// element allowed; read and appended, their jobs' files relative to their own folder.
     #[serde(default)]
     pub scrape_config_files: Vec<String>,
-    #[serde(default)]
-    rule_files: Option<serde_yaml::Value>,
-    #[serde(default)]
-    alerting: Option<serde_yaml::Value>,
-    /// Remote-write targets, kept raw for the remote-write component.
-    #[serde(default)]
-    pub remote_write: Option<serde_yaml::Value>,
+    /// Rule files (globs in the last path element allowed), relative to the file's folder.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub rule_files: Vec<String>,
+    /// Where alerts go.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub alerting: AlertingConfig,
+    /// Remote-write targets; relative secret files already resolved against the file's folder.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub remote_write: Vec<RemoteWriteConfig>,
     #[serde(default)]
     remote_read: Option<serde_yaml::Value>,
     #[serde(default)]
@@ -178,12 +187,12 @@ pub struct GlobalConfig {
     /// Default scrape timeout (10s, at most the interval).
     #[serde(default)]
     pub scrape_timeout: Option<PromDuration>,
-    /// Rule evaluation interval; accepted, unused.
+    /// Default rule evaluation interval (1m).
+    #[serde(default = "default_interval")]
+    pub evaluation_interval: PromDuration,
+    /// Default offset of rule queries back from the evaluation time (0).
     #[serde(default)]
-    pub evaluation_interval: Option<PromDuration>,
-    /// Rule query offset; accepted, unused.
-    #[serde(default)]
-    pub rule_query_offset: Option<PromDuration>,
+    pub rule_query_offset: PromDuration,
     /// Labels added to series when they leave inferdb (remote write, federation).
     #[serde(default)]
     pub external_labels: BTreeMap<String, String>,
@@ -234,14 +243,15 @@ pub struct GlobalConfig {
 fn default_interval() -> PromDuration {
     PromDuration(Duration::from_secs(60))
 }
-fn default_path() -> String {
-    "/metrics".into()
-}
-fn default_scheme() -> String {
-    "http".into()
-}
-fn default_true() -> bool {
-    true
+
+/// Reads an explicit YAML `null` (a key with nothing after it) as the type's default, as Go's
+/// YAML decoder leaves the field unset.
+fn null_as_default<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
 }
 
 impl GlobalConfig {
@@ -260,271 +270,18 @@ impl Default for GlobalConfig {
     }
 }
 
-/// `static_configs:` entry.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct StaticConfig {
-    /// `host:port` addresses.
-    #[serde(default)]
-    pub targets: Vec<String>,
-    /// Labels for every target of the group.
-    #[serde(default)]
-    pub labels: BTreeMap<String, String>,
-}
-
-/// `file_sd_configs:` entry: JSON or YAML files of target groups.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct FileSdConfig {
-    /// File paths; the last path element may contain `*`.
-    pub files: Vec<String>,
-    /// How often to re-read the files (5m).
-    #[serde(default)]
-    pub refresh_interval: Option<PromDuration>,
-}
-
-macro_rules! scrape_config {
-    ($($sd:ident),* $(,)?) => {
-        /// One `scrape_configs:` entry (a job).
-        #[derive(Debug, Clone, Deserialize)]
-        #[serde(deny_unknown_fields)]
-        pub struct ScrapeConfig {
-            /// The job name (`job` label).
-            pub job_name: String,
-            /// Interval (global default).
-            #[serde(default)]
-            pub scrape_interval: Option<PromDuration>,
-            /// Timeout (global default, at most the interval).
-            #[serde(default)]
-            pub scrape_timeout: Option<PromDuration>,
-            /// Path (`/metrics`).
-            #[serde(default = "default_path")]
-            pub metrics_path: String,
-            /// `http` or `https`.
-            #[serde(default = "default_scheme")]
-            pub scheme: String,
-            /// URL query parameters.
-            #[serde(default)]
-            pub params: BTreeMap<String, Vec<String>>,
-            /// Keep the page's labels on conflicts with target labels.
-            #[serde(default)]
-            pub honor_labels: bool,
-            /// Keep the page's timestamps (true).
-            #[serde(default = "default_true")]
-            pub honor_timestamps: bool,
-            /// Accepted, unused.
-            #[serde(default)]
-            pub track_timestamps_staleness: Option<bool>,
-            /// Ask for gzip (true).
-            #[serde(default = "default_true")]
-            pub enable_compression: bool,
-            /// Follow redirects (true).
-            #[serde(default = "default_true")]
-            pub follow_redirects: bool,
-            /// Accepted, unused.
-            #[serde(default)]
-            pub enable_http2: Option<bool>,
-            /// More samples than this fail the scrape (0 = no limit).
-            #[serde(default)]
-            pub sample_limit: Option<u64>,
-            /// More labels on a series than this fail the scrape (0 = no limit).
-            #[serde(default)]
-            pub label_limit: Option<u64>,
-            /// Accepted, unused.
-            #[serde(default)]
-            pub label_name_length_limit: Option<u64>,
-            /// Accepted, unused.
-            #[serde(default)]
-            pub label_value_length_limit: Option<u64>,
-            /// Accepted, unused.
-            #[serde(default)]
-            pub target_limit: Option<u64>,
-            /// Accepted, unused.
-            #[serde(default)]
-            pub keep_dropped_targets: Option<u64>,
-            /// Larger bodies fail the scrape.
-            #[serde(default)]
-            pub body_size_limit: Option<ByteSize>,
-            /// Accepted, unused.
-            #[serde(default)]
-            pub scrape_protocols: Option<Vec<String>>,
-            /// Accepted, unused.
-            #[serde(default)]
-            pub fallback_scrape_protocol: Option<String>,
-            /// Accepted, unused.
-            #[serde(default)]
-            pub scrape_classic_histograms: Option<bool>,
-            /// Accepted, unused.
-            #[serde(default)]
-            pub always_scrape_classic_histograms: Option<bool>,
-            /// Accepted, unused.
-            #[serde(default)]
-            pub convert_classic_histograms_to_nhcb: Option<bool>,
-            /// Accepted, unused.
-            #[serde(default)]
-            pub native_histogram_bucket_limit: Option<u64>,
-            /// Accepted, unused.
-            #[serde(default)]
-            pub native_histogram_min_bucket_factor: Option<f64>,
-            /// Accepted, unused.
-            #[serde(default)]
-            pub metric_name_validation_scheme: Option<String>,
-            /// Accepted, unused.
-            #[serde(default)]
-            pub metric_name_escaping_scheme: Option<String>,
-            /// Accepted, unused.
-            #[serde(default)]
-            pub scrape_failure_log_file: Option<String>,
-            /// Accepted, unused.
-            #[serde(default)]
-            pub proxy_url: Option<String>,
-            /// Accepted, unused.
-            #[serde(default)]
-            pub no_proxy: Option<String>,
-            /// Accepted, unused.
-            #[serde(default)]
-            pub proxy_from_environment: Option<bool>,
-            /// Accepted, unused.
-            #[serde(default)]
-            pub http_headers: Option<serde_yaml::Value>,
-            /// Accepted, unused.
-            #[serde(default)]
-            pub oauth2: Option<serde_yaml::Value>,
-            /// Static targets.
-            #[serde(default)]
-            pub static_configs: Vec<StaticConfig>,
-            /// File service discovery.
-            #[serde(default)]
-            pub file_sd_configs: Vec<FileSdConfig>,
-            /// Basic auth.
-            #[serde(default)]
-            pub basic_auth: Option<BasicAuth>,
-            /// Authorization header.
-            #[serde(default)]
-            pub authorization: Option<Authorization>,
-            /// TLS settings.
-            #[serde(default)]
-            pub tls_config: Option<TlsConfig>,
-            /// Rules applied to targets before scraping.
-            #[serde(default)]
-            pub relabel_configs: Vec<RelabelConfig>,
-            /// Rules applied to scraped series before storing.
-            #[serde(default)]
-            pub metric_relabel_configs: Vec<RelabelConfig>,
-            $(
-                #[serde(default)]
-                $sd: Option<serde_yaml::Value>,
-            )*
-        }
-
-        impl ScrapeConfig {
-            fn unimplemented_sections(&self) -> Vec<&'static str> {
-                let mut v = vec![];
-                $( if self.$sd.is_some() { v.push(stringify!($sd)); } )*
-                v
-            }
-        }
-    };
-}
-
-scrape_config!(
-    azure_sd_configs,
-    consul_sd_configs,
-    digitalocean_sd_configs,
-    docker_sd_configs,
-    dockerswarm_sd_configs,
-    dns_sd_configs,
-    ec2_sd_configs,
-    eureka_sd_configs,
-    gce_sd_configs,
-    hetzner_sd_configs,
-    http_sd_configs,
-    ionos_sd_configs,
-    kubernetes_sd_configs,
-    kuma_sd_configs,
-    lightsail_sd_configs,
-    linode_sd_configs,
-    marathon_sd_configs,
-    nerve_sd_configs,
-    nomad_sd_configs,
-    openstack_sd_configs,
-    ovhcloud_sd_configs,
-    puppetdb_sd_configs,
-    scaleway_sd_configs,
-    serverset_sd_configs,
-    triton_sd_configs,
-    uyuni_sd_configs,
-    vultr_sd_configs,
-    stackit_sd_configs,
-);
-
-impl ScrapeConfig {
-    /// The effective interval.
-    pub fn interval(&self, g: &GlobalConfig) -> Duration {
-        self.scrape_interval.unwrap_or(g.scrape_interval).0
-    }
-    /// The effective timeout: the job's, else the global one capped at the interval.
-    pub fn timeout(&self, g: &GlobalConfig) -> Duration {
-        match self.scrape_timeout {
-            Some(t) => t.0,
-            None => g.timeout().min(self.interval(g)),
-        }
-    }
-    /// Makes the job's relative file paths (`file_sd_configs` files, `password_file`,
-    /// `credentials_file`, `tls_config` `ca_file`/`cert_file`/`key_file`) relative to `dir`,
-    /// the folder of the file that holds the job, as Prometheus' `SetDirectory` does.
-    pub fn set_directory(&mut self, dir: &Path) {
-        for f in &mut self.file_sd_configs {
-            for file in &mut f.files {
-                join_dir(dir, file);
-            }
-        }
-        resolve_secret_files(self.basic_auth.as_mut(), self.authorization.as_mut(), dir);
-        if let Some(t) = &mut self.tls_config {
-            t.resolve_files(dir);
-        }
-    }
-
-    /// A job scraping `urls` (quick start without a file): `http://host:port/path`.
-    pub fn from_urls(job: &str, urls: &[String]) -> Result<Vec<ScrapeConfig>, ConfigError> {
-        let mut out = vec![];
-        for (i, u) in urls.iter().enumerate() {
-            let (scheme, rest) = u
-                .split_once("://")
-                .ok_or_else(|| ConfigError::Invalid(format!("URL without scheme: {u:?}")))?;
-            let (host, path) = match rest.find('/') {
-                Some(p) => (&rest[..p], &rest[p..]),
-                None => (rest, "/metrics"),
-            };
-            let yaml = format!(
-                "job_name: {job:?}\nscheme: {scheme:?}\nmetrics_path: {path:?}\nstatic_configs: [{{targets: [{host:?}]}}]\n"
-            );
-            let mut c: ScrapeConfig =
-                serde_yaml::from_str(&yaml).map_err(|e| ConfigError::Yaml(e.to_string()))?;
-            if i > 0 || urls.len() > 1 {
-                c.job_name = if i == 0 {
-                    job.to_string()
-                } else {
-                    format!("{job}-{i}")
-                };
-            }
-            out.push(c);
-        }
-        Ok(out)
-    }
-}
-
 impl Config {
     /// Parses a configuration from YAML text; relative file paths stay as written (relative
     /// to the current folder); [`Config::load`] makes them relative to the file's folder.
     pub fn parse(text: &str) -> Result<Config, ConfigError> {
         let mut c: Config =
             serde_yaml::from_str(text).map_err(|e| ConfigError::Yaml(e.to_string()))?;
-        c.check()?;
+        c.check(Path::new("."))?;
         Ok(c)
     }
 
-    /// Reads and parses a configuration file (and its `scrape_config_files`).
+    /// Reads and parses a configuration file (and its `scrape_config_files`); relative file
+    /// paths in it are made relative to the file's folder, as Prometheus' `SetDirectory` does.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
             path: path.to_path_buf(),
@@ -558,11 +315,16 @@ impl Config {
             sc.set_directory(base);
         }
         c.scrape_configs.extend(extra);
-        c.check()?;
+        for f in &mut c.rule_files {
+            http::join_dir(base, f);
+        }
+        c.alerting.set_directory(base);
+        c.check(base)?;
         Ok(c)
     }
 
-    fn check(&mut self) -> Result<(), ConfigError> {
+    /// Checks what serde cannot; `base` resolves `remote_write`'s relative secret files.
+    fn check(&mut self, base: &Path) -> Result<(), ConfigError> {
         let g = &self.global;
         if g.timeout() > g.scrape_interval.0 {
             return Err(ConfigError::Invalid(
@@ -586,9 +348,19 @@ impl Config {
         }
         let mut seen = std::collections::HashSet::new();
         let mut unimpl: Vec<String> = vec![];
+        for f in &self.rule_files {
+            if f.find('*').is_some_and(|i| f[i..].contains('/')) {
+                return Err(ConfigError::Invalid(format!(
+                    "invalid rule file path {f:?}"
+                )));
+            }
+        }
+        self.alerting.check()?;
+        remote_write::check_all(&mut self.remote_write, base)?;
+        let g = &self.global;
         for (name, present) in [
-            ("rule_files", self.rule_files.is_some()),
-            ("alerting", self.alerting.is_some()),
+            ("rule_files", !self.rule_files.is_empty()),
+            ("alerting", !self.alerting.is_empty()),
             ("remote_read", self.remote_read.is_some()),
             ("storage", self.storage.is_some()),
             ("tracing", self.tracing.is_some()),
@@ -628,7 +400,7 @@ impl Config {
                     sc.job_name, sc.scheme
                 )));
             }
-            check_auth(sc.basic_auth.as_ref(), sc.authorization.as_ref())
+            http::check_auth(sc.basic_auth.as_ref(), sc.authorization.as_ref())
                 .map_err(|e| ConfigError::Invalid(format!("job {:?}: {e}", sc.job_name)))?;
             for r in sc.relabel_configs.iter().chain(&sc.metric_relabel_configs) {
                 r.validate()
@@ -636,6 +408,11 @@ impl Config {
             }
             for s in sc.unimplemented_sections() {
                 unimpl.push(format!("{s} (job {:?})", sc.job_name));
+            }
+        }
+        for (i, am) in self.alerting.alertmanagers.iter().enumerate() {
+            for s in am.unimplemented_sections() {
+                unimpl.push(format!("{s} (alertmanagers[{i}])"));
             }
         }
         if !unimpl.is_empty() {
@@ -678,6 +455,33 @@ fn glob_files(pattern: &Path) -> Vec<PathBuf> {
     v
 }
 
+/// Whether `name` matches `pattern`, where `*` is any run of characters and `?` any one.
+pub(crate) fn glob_match(pattern: &str, name: &str) -> bool {
+    // '*' and '?' only, which is what file_sd patterns use in practice.
+    let (p, n): (Vec<char>, Vec<char>) = (pattern.chars().collect(), name.chars().collect());
+    let (mut pi, mut ni, mut star, mut mark) = (0usize, 0usize, None::<usize>, 0usize);
+    while ni < n.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == n[ni]) {
+            pi += 1;
+            ni += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some(pi);
+            mark = ni;
+            pi += 1;
+        } else if let Some(s) = star {
+            pi = s + 1;
+            mark += 1;
+            ni = mark;
+        } else {
+            return false;
+        }
+    }
+    while pi < p.len() && p[pi] == '*' {
+        pi += 1;
+    }
+    pi == p.len()
+}
+
 fn valid_label_name(s: &str) -> bool {
     let mut c = s.chars();
     matches!(c.next(), Some(ch) if ch.is_ascii_alphabetic() || ch == '_')
@@ -697,7 +501,8 @@ global:
 rule_files:
   - rules.yml
 alerting:
-  alertmanagers: []
+  alertmanagers:
+    - static_configs: [{targets: ['localhost:9093']}]
 scrape_configs:
   - job_name: vllm
     scrape_interval: 1s
@@ -728,6 +533,10 @@ scrape_configs:
         assert_eq!(c.global.scrape_interval.0, Duration::from_secs(5));
         assert_eq!(c.global.timeout(), Duration::from_secs(5));
         assert_eq!(c.global.external_labels.get("cluster").unwrap(), "prod");
+        assert_eq!(c.global.evaluation_interval.0, Duration::from_secs(30));
+        assert_eq!(c.global.rule_query_offset.0, Duration::ZERO);
+        assert_eq!(c.rule_files, ["rules.yml"]);
+        assert_eq!(c.alerting.alertmanagers.len(), 1);
         let v = &c.scrape_configs[0];
         assert_eq!(v.interval(&c.global), Duration::from_secs(1));
         // global timeout (10s) capped at the job's interval
@@ -894,6 +703,48 @@ scrape_configs:
             e.to_string().contains("invalid scrape config file path"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn rule_and_alerting_defaults() {
+        let c = Config::parse("rule_files:\nalerting:\nremote_write:\n").unwrap();
+        assert_eq!(c.global.evaluation_interval.0, Duration::from_secs(60));
+        assert_eq!(c.global.rule_query_offset.0, Duration::ZERO);
+        assert!(c.rule_files.is_empty() && c.alerting.is_empty() && c.remote_write.is_empty());
+        assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+        let c = Config::parse("global: {rule_query_offset: 30s}").unwrap();
+        assert_eq!(c.global.rule_query_offset.0, Duration::from_secs(30));
+        let e = Config::parse("rule_files: ['*/rules.yml']").unwrap_err();
+        assert!(e.to_string().contains("invalid rule file path"), "{e}");
+    }
+
+    /// `load` makes rule files, Alertmanager and remote-write files relative to the
+    /// configuration's folder; `remote_write` entries are checked as part of the file.
+    #[test]
+    fn load_resolves_rule_alerting_and_remote_write_files() {
+        let d = tempfile::tempdir().unwrap();
+        let cfg = d.path().join("prometheus.yml");
+        std::fs::write(
+            &cfg,
+            r#"rule_files: [rules/*.yml, /abs/r.yml]
+alerting:
+  alertmanagers: [{file_sd_configs: [{files: [am.yml]}], authorization: {credentials_file: tok}}]
+remote_write: [{url: 'http://r/api/v1/write', basic_auth: {username: u, password_file: pw}}]
+"#,
+        )
+        .unwrap();
+        let c = Config::load(&cfg).unwrap();
+        let at = |f: &str| d.path().join(f).to_string_lossy().into_owned();
+        assert_eq!(c.rule_files, [at("rules/*.yml"), "/abs/r.yml".into()]);
+        let am = &c.alerting.alertmanagers[0];
+        assert_eq!(am.file_sd_configs[0].files, [at("am.yml")]);
+        let tok = am.authorization.as_ref().unwrap().credentials_file.clone();
+        assert_eq!(tok, Some(at("tok")));
+        let pw = c.remote_write[0].basic_auth.as_ref().unwrap();
+        assert_eq!(pw.password_file, Some(at("pw")));
+        let e =
+            Config::parse("remote_write: [{url: 'http://x/'}, {url: 'http://x/'}]").unwrap_err();
+        assert!(e.to_string().contains("multiple remote write"), "{e}");
     }
 
     #[test]

@@ -1,0 +1,281 @@
+//! The `alerting` section: which Alertmanagers receive alerts and how alerts are relabelled
+//! before they are sent, read as Prometheus 3 reads it.
+//!
+//! ```yaml
+//! alerting:
+//!   alert_relabel_configs:
+//!     - {source_labels: [severity], regex: debug, action: drop}
+//!   alertmanagers:
+//!     - static_configs: [{targets: ['localhost:9093']}]
+//!       scheme: http          # default
+//!       path_prefix: /        # default
+//!       timeout: 10s          # default
+//!       api_version: v2       # default; the only version Prometheus 3 speaks
+//! ```
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::http::{
+    check_auth, join_dir, resolve_secret_files, Authorization, BasicAuth, TlsConfig,
+};
+use super::scrape::{with_unimplemented_sds, FileSdConfig, StaticConfig};
+use super::{ConfigError, PromDuration};
+use crate::model::relabel::RelabelConfig;
+
+/// `alerting:`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlertingConfig {
+    /// Rules applied to every alert (after external labels) before it is sent.
+    #[serde(default)]
+    pub alert_relabel_configs: Vec<RelabelConfig>,
+    /// The Alertmanagers to send to.
+    #[serde(default)]
+    pub alertmanagers: Vec<AlertmanagerConfig>,
+}
+
+impl AlertingConfig {
+    /// Whether the section asks for anything.
+    pub fn is_empty(&self) -> bool {
+        self.alert_relabel_configs.is_empty() && self.alertmanagers.is_empty()
+    }
+
+    /// Makes the relative file paths (file SD files, secret files, TLS files) relative to
+    /// `dir`, the configuration file's folder.
+    pub fn set_directory(&mut self, dir: &Path) {
+        for am in &mut self.alertmanagers {
+            for f in &mut am.file_sd_configs {
+                for file in &mut f.files {
+                    join_dir(dir, file);
+                }
+            }
+            resolve_secret_files(am.basic_auth.as_mut(), am.authorization.as_mut(), dir);
+            if let Some(t) = &mut am.tls_config {
+                t.resolve_files(dir);
+            }
+        }
+    }
+
+    /// Refuses what Prometheus refuses; messages name the entry.
+    pub(super) fn check(&self) -> Result<(), ConfigError> {
+        for r in &self.alert_relabel_configs {
+            r.validate()
+                .map_err(|e| ConfigError::Invalid(format!("alert_relabel_configs: {e}")))?;
+        }
+        for (i, am) in self.alertmanagers.iter().enumerate() {
+            let bad = |m: String| ConfigError::Invalid(format!("alertmanagers[{i}]: {m}"));
+            if am.api_version != "v2" {
+                return Err(bad(format!(
+                    "expected Alertmanager api version to be one of [v2] but got {}",
+                    am.api_version
+                )));
+            }
+            if am.scheme != "http" && am.scheme != "https" {
+                return Err(bad(format!("unknown scheme {:?}", am.scheme)));
+            }
+            if am.timeout.0.is_zero() {
+                return Err(bad("timeout must be greater than zero".into()));
+            }
+            check_auth(am.basic_auth.as_ref(), am.authorization.as_ref()).map_err(bad)?;
+            for r in am.relabel_configs.iter().chain(&am.alert_relabel_configs) {
+                r.validate().map_err(bad)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn default_scheme() -> String {
+    "http".into()
+}
+fn default_path_prefix() -> String {
+    "/".into()
+}
+fn default_timeout() -> PromDuration {
+    PromDuration(Duration::from_secs(10))
+}
+fn default_api_version() -> String {
+    "v2".into()
+}
+fn default_true() -> bool {
+    true
+}
+
+macro_rules! alertmanager_config {
+    ($($sd:ident),* $(,)?) => {
+        /// One `alertmanagers:` entry: how to find a set of Alertmanagers and talk to them.
+        #[derive(Debug, Clone, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub struct AlertmanagerConfig {
+            /// Static Alertmanager addresses.
+            #[serde(default)]
+            pub static_configs: Vec<StaticConfig>,
+            /// File service discovery of Alertmanagers.
+            #[serde(default)]
+            pub file_sd_configs: Vec<FileSdConfig>,
+            /// `http` or `https`.
+            #[serde(default = "default_scheme")]
+            pub scheme: String,
+            /// Prefix of the path alerts are posted to (`/`).
+            #[serde(default = "default_path_prefix")]
+            pub path_prefix: String,
+            /// Timeout of one send (10s).
+            #[serde(default = "default_timeout")]
+            pub timeout: PromDuration,
+            /// The Alertmanager API version (`v2`, the only one Prometheus 3 accepts).
+            #[serde(default = "default_api_version")]
+            pub api_version: String,
+            /// Basic auth.
+            #[serde(default)]
+            pub basic_auth: Option<BasicAuth>,
+            /// Authorization header.
+            #[serde(default)]
+            pub authorization: Option<Authorization>,
+            /// TLS settings.
+            #[serde(default)]
+            pub tls_config: Option<TlsConfig>,
+            /// Follow redirects (true).
+            #[serde(default = "default_true")]
+            pub follow_redirects: bool,
+            /// Accepted, unused.
+            #[serde(default)]
+            pub enable_http2: Option<bool>,
+            /// Rules applied to the discovered Alertmanagers.
+            #[serde(default)]
+            pub relabel_configs: Vec<RelabelConfig>,
+            /// Rules applied to the alerts sent to these Alertmanagers.
+            #[serde(default)]
+            pub alert_relabel_configs: Vec<RelabelConfig>,
+            #[serde(default)]
+            oauth2: Option<serde_yaml::Value>,
+            #[serde(default)]
+            sigv4: Option<serde_yaml::Value>,
+            #[serde(default)]
+            proxy_url: Option<serde_yaml::Value>,
+            #[serde(default)]
+            no_proxy: Option<serde_yaml::Value>,
+            #[serde(default)]
+            proxy_from_environment: Option<serde_yaml::Value>,
+            #[serde(default)]
+            proxy_connect_header: Option<serde_yaml::Value>,
+            #[serde(default)]
+            http_headers: Option<serde_yaml::Value>,
+            $(
+                #[serde(default)]
+                $sd: Option<serde_yaml::Value>,
+            )*
+        }
+
+        impl AlertmanagerConfig {
+            /// The settings given that inferdb does not implement, for the warning.
+            pub(crate) fn unimplemented_sections(&self) -> Vec<&'static str> {
+                let mut v = vec![];
+                for (name, present) in [
+                    ("oauth2", self.oauth2.is_some()),
+                    ("sigv4", self.sigv4.is_some()),
+                    ("proxy_url", self.proxy_url.is_some()),
+                    ("no_proxy", self.no_proxy.is_some()),
+                    ("proxy_from_environment", self.proxy_from_environment.is_some()),
+                    ("proxy_connect_header", self.proxy_connect_header.is_some()),
+                    ("http_headers", self.http_headers.is_some()),
+                ] {
+                    if present {
+                        v.push(name);
+                    }
+                }
+                $( if self.$sd.is_some() { v.push(stringify!($sd)); } )*
+                v
+            }
+        }
+    };
+}
+
+with_unimplemented_sds!(alertmanager_config);
+
+#[cfg(test)]
+mod tests {
+    use crate::config::Config;
+    use std::time::Duration;
+
+    #[test]
+    fn reads_alertmanagers_with_prometheus_defaults() {
+        let c = Config::parse(
+            r#"
+alerting:
+  alert_relabel_configs:
+    - {source_labels: [severity], regex: debug, action: drop}
+  alertmanagers:
+    - static_configs: [{targets: ['am1:9093', 'am2:9093']}]
+    - scheme: https
+      path_prefix: /am
+      timeout: 3s
+      basic_auth: {username: u, password: p}
+      tls_config: {insecure_skip_verify: true}
+      relabel_configs: [{source_labels: [__address__], regex: 'am2.*', action: drop}]
+      file_sd_configs: [{files: [am.yml]}]
+"#,
+        )
+        .unwrap();
+        let a = &c.alerting;
+        assert_eq!(a.alert_relabel_configs.len(), 1);
+        let (d, e) = (&a.alertmanagers[0], &a.alertmanagers[1]);
+        assert_eq!(d.static_configs[0].targets, ["am1:9093", "am2:9093"]);
+        assert_eq!(
+            (
+                d.scheme.as_str(),
+                d.path_prefix.as_str(),
+                d.api_version.as_str()
+            ),
+            ("http", "/", "v2")
+        );
+        assert_eq!(d.timeout.0, Duration::from_secs(10));
+        assert_eq!(
+            (e.scheme.as_str(), e.path_prefix.as_str()),
+            ("https", "/am")
+        );
+        assert_eq!(e.timeout.0, Duration::from_secs(3));
+        assert_eq!(e.basic_auth.as_ref().unwrap().username, "u");
+        assert!(e.tls_config.as_ref().unwrap().insecure_skip_verify);
+        assert_eq!(e.relabel_configs.len(), 1);
+        assert_eq!(e.file_sd_configs[0].files, ["am.yml"]);
+    }
+
+    #[test]
+    fn refuses_what_prometheus_refuses() {
+        for (yaml, want) in [
+            ("alerting: {alertmanagers: [{api_version: v1}]}", "api version"),
+            ("alerting: {alertmanagers: [{scheme: ftp}]}", "scheme"),
+            (
+                "alerting: {alertmanagers: [{basic_auth: {username: u}, authorization: {credentials: c}}]}",
+                "at most one",
+            ),
+            (
+                "alerting: {alert_relabel_configs: [{action: replace}]}",
+                "alert_relabel_configs",
+            ),
+            ("alerting: {alertmanagers: [{static_config: []}]}", "static_config"),
+            ("alerting: {bogus: 1}", "bogus"),
+        ] {
+            let e = Config::parse(yaml).unwrap_err().to_string();
+            assert!(e.contains(want), "{yaml}: {e}");
+        }
+    }
+
+    #[test]
+    fn unimplemented_discoveries_are_named_in_the_warning() {
+        let c = Config::parse(
+            "alerting: {alertmanagers: [{kubernetes_sd_configs: [{role: pod}], oauth2: {}}]}",
+        )
+        .unwrap();
+        let w = c.warnings.join("\n");
+        assert!(
+            w.contains("kubernetes_sd_configs (alertmanagers[0])"),
+            "{w}"
+        );
+        assert!(w.contains("oauth2 (alertmanagers[0])"), "{w}");
+        assert!(w.contains("alerting"), "{w}");
+    }
+}
