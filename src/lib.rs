@@ -19,3 +19,4 @@ pub mod model;
 pub mod remote;
 pub mod scrape;
 pub mod sim;
+pub mod ui;

@@ -442,7 +442,7 @@ pub fn router(state: ApiState) -> Router {
     });
     let router = Router::new()
         .nest("/api/v1", api)
-        .route("/", get(root).head(root))
+        .merge(crate::ui::routes())
         .route("/-/healthy", get(misc::healthy).head(misc::healthy))
         .route("/-/ready", get(misc::ready).head(misc::ready))
         .route("/-/reload", post(misc::reload).put(misc::reload))
@@ -455,12 +455,6 @@ pub fn router(state: ApiState) -> Router {
         None => router,
     };
     router.with_state(state)
-}
-
-/// `GET /`: inferdb has no web UI; clients that probe `/` for liveness (Prometheus answers
-/// with a redirect to its UI) get a 200 that points at the API.
-async fn root() -> &'static str {
-    "inferdb: Prometheus-compatible HTTP API under /api/v1 (e.g. /api/v1/query?query=up)\n"
 }
 
 /// Serves the API on `listener` until `shutdown` completes: HTTPS when the configuration

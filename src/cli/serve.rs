@@ -14,6 +14,10 @@ use inferdb_query::EngineOptions;
 use inferdb_storage::{Db, Labels, Options};
 use tokio::sync::watch;
 
+/// The models `--demo` serves, server i the i-th (modulo): two, so per-model views show more
+/// than one line.
+const DEMO_MODELS: &[&str] = &[crate::sim::DEFAULT_MODEL, "Qwen/Qwen2.5-7B-Instruct"];
+
 use crate::api::params::{parse_duration_ns, parse_promql_duration_ms};
 use crate::api::{self, ApiConfig, ApiState, DbBackend, MetricMetadata, ScrapeStatus, TargetInfo};
 use crate::config::Config;
@@ -328,6 +332,7 @@ impl ServeArgs {
                 self.demo_port,
                 crate::sim::SimOptions {
                     servers: self.demo_servers.max(1),
+                    models: DEMO_MODELS.iter().map(|m| m.to_string()).collect(),
                     ..Default::default()
                 },
             )
@@ -501,7 +506,15 @@ impl ServeArgs {
         } else {
             "http"
         };
-        tracing::info!("inferdb API on {scheme}://{}", listener.local_addr()?);
+        let mut addr = listener.local_addr()?;
+        if addr.ip().is_unspecified() {
+            addr.set_ip(if addr.is_ipv4() {
+                std::net::Ipv4Addr::LOCALHOST.into()
+            } else {
+                std::net::Ipv6Addr::LOCALHOST.into()
+            });
+        }
+        tracing::info!(url = %format!("{scheme}://{addr}/"), "web UI and API ready; open this URL in a browser");
         eprintln!("inferdb serving on {scheme}://{}", listener.local_addr()?);
         let served = api::serve(listener, state, shutdown_signal()).await;
         tracing::info!("shutting down");

@@ -49,6 +49,7 @@ impl SimulateArgs {
                 gzip: self.gzip,
                 seed: self.seed,
                 keep_pages: 0,
+                ..Default::default()
             };
             let sim = crate::sim::Simulator::start(&self.host, self.port, opts)
                 .await

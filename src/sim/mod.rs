@@ -39,7 +39,14 @@ pub struct SimOptions {
     /// [`SimServer::last_page`] still gives the last one). Tests compare what was stored with
     /// what was served.
     pub keep_pages: usize,
+    /// The models served: server i serves `models[i % len]` (its `model_name` label); the
+    /// template's model when empty.
+    pub models: Vec<String>,
 }
+
+/// The model of the template page, which every server serves unless [`SimOptions::models`]
+/// names others.
+pub const DEFAULT_MODEL: &str = "meta-llama/Llama-3.1-8B-Instruct";
 
 impl Default for SimOptions {
     fn default() -> Self {
@@ -49,6 +56,7 @@ impl Default for SimOptions {
             gzip: false,
             seed: 1,
             keep_pages: 0,
+            models: vec![DEFAULT_MODEL.to_string()],
         }
     }
 }
@@ -69,16 +77,19 @@ pub struct SimServer {
     keep: usize,
     served: Mutex<std::collections::VecDeque<ServedPage>>,
     count: std::sync::atomic::AtomicU64,
+    /// The model name written in place of [`DEFAULT_MODEL`], if another.
+    model_name: Option<String>,
 }
 
 impl SimServer {
-    fn new(seed: u64, cycle_s: f64, keep: usize) -> Self {
+    fn new(seed: u64, cycle_s: f64, keep: usize, model_name: Option<String>) -> Self {
         SimServer {
             model: Mutex::new(VllmModel::new(seed, now_s(), cycle_s)),
             last: Mutex::new(None),
             keep,
             served: Mutex::new(std::collections::VecDeque::new()),
             count: std::sync::atomic::AtomicU64::new(0),
+            model_name: model_name.filter(|m| m != DEFAULT_MODEL),
         }
     }
 
@@ -88,7 +99,11 @@ impl SimServer {
         // render and record under the model's lock, so the log's order is the serving order
         let mut m = self.model.lock();
         m.advance_to(now);
-        let body = Arc::new(m.render());
+        let mut text = m.render();
+        if let Some(name) = &self.model_name {
+            text = text.replace(DEFAULT_MODEL, name);
+        }
+        let body = Arc::new(text);
         let page = ServedPage {
             at: now,
             body: body.clone(),
@@ -167,6 +182,7 @@ impl Simulator {
                 opts.seed + i as u64,
                 opts.cycle_s,
                 opts.keep_pages,
+                (!opts.models.is_empty()).then(|| opts.models[i % opts.models.len()].clone()),
             )));
         }
         let all = Arc::new(servers.clone());
@@ -342,4 +358,19 @@ pub async fn run_simulator(
     shutdown.await;
     sim.stop();
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_server_serves_the_model_it_is_given() {
+        let other = "Qwen/Qwen2.5-7B-Instruct";
+        let page = SimServer::new(1, 600.0, 0, Some(other.into())).page();
+        assert!(page.contains(&format!("model_name=\"{other}\"")));
+        assert!(!page.contains(DEFAULT_MODEL));
+        let page = SimServer::new(1, 600.0, 0, None).page();
+        assert!(page.contains(&format!("model_name=\"{DEFAULT_MODEL}\"")));
+    }
 }

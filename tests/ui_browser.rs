@@ -1,0 +1,551 @@
+//! The web UI in a real browser: Debian's `chromium` driven by `chromedriver` over WebDriver
+//! (fantoccini) against `serve --demo` (two simulated vLLM models) plus a target that refuses
+//! connections. Every page loads with no console error (read through `goog:loggingPrefs`);
+//! the query page draws one line per model, autocompletes `vllm:` names, and restores its
+//! panels from a shared URL; the targets page shows the refused target's error; the fleet
+//! page's numbers equal the API's answers for the same expressions at the same time.
+//! Screenshots of every page at 1280x800 go to `target/tmp/ui-screenshots/`.
+
+mod common;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use common::{demo_command, free_port, Proc};
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{json, Value};
+
+const PAGES: &[&str] = &[
+    "fleet",
+    "query",
+    "targets",
+    "service-discovery",
+    "rules",
+    "alerts",
+    "tsdb-status",
+    "config",
+    "flags",
+    "status",
+];
+
+const GEN_BY_MODEL: &str = "sum by (model_name) (rate(vllm:generation_tokens_total[1m]))";
+const MODELS: &[&str] = &[
+    "meta-llama/Llama-3.1-8B-Instruct",
+    "Qwen/Qwen2.5-7B-Instruct",
+];
+
+/// A fleet table row: model, row key, cells of (expression, raw API value, shown text).
+type FleetRow = (String, String, Vec<(String, String, String)>);
+
+fn shots_dir() -> PathBuf {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("ui-screenshots");
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+struct Browser {
+    c: Client,
+    driver: String,
+    session: String,
+    http: reqwest::Client,
+}
+
+impl Browser {
+    /// The browser's console messages since the last call, as (level, message).
+    async fn console(&self) -> Vec<(String, String)> {
+        let r: Value = self
+            .http
+            .post(format!("{}/session/{}/se/log", self.driver, self.session))
+            .header("Content-Type", "application/json")
+            .body(json!({"type": "browser"}).to_string())
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .map(|t| serde_json::from_str(&t).unwrap())
+            .unwrap();
+        r["value"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no log entries in {r}"))
+            .iter()
+            .map(|e| {
+                (
+                    e["level"].as_str().unwrap_or("").to_string(),
+                    e["message"].as_str().unwrap_or("").to_string(),
+                )
+            })
+            .collect()
+    }
+
+    async fn assert_no_console_errors(&self, page: &str) {
+        let errors: Vec<_> = self
+            .console()
+            .await
+            .into_iter()
+            .filter(|(l, _)| l == "SEVERE")
+            .collect();
+        assert!(errors.is_empty(), "{page}: console errors {errors:?}");
+    }
+
+    async fn js(&self, script: &str) -> Value {
+        self.c.execute(script, vec![]).await.unwrap()
+    }
+
+    /// Waits (20 s at most) until `script` returns true.
+    async fn wait_js(&self, script: &str, what: &str) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if self.js(script).await == Value::Bool(true) {
+                return;
+            }
+            if Instant::now() > deadline {
+                let body = self.js("return document.body.innerText").await;
+                panic!("timed out waiting for {what}; page text:\n{body}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn screenshot(&self, name: &str) {
+        let png = self.c.screenshot().await.unwrap();
+        std::fs::write(shots_dir().join(format!("{name}.png")), png).unwrap();
+    }
+}
+
+/// Value of the API for `expr` at `time`, by the values of `labels` (in order).
+async fn api_values(
+    http: &reqwest::Client,
+    base: &str,
+    expr: &str,
+    time: &str,
+    labels: &[&str],
+) -> Vec<(Vec<String>, String)> {
+    let r: Value = http
+        .post(format!("{base}/api/v1/query"))
+        .form(&[("query", expr), ("time", time)])
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .map(|t| serde_json::from_str(&t).unwrap())
+        .unwrap();
+    assert_eq!(r["status"], "success", "{expr}: {r}");
+    r["data"]["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let key = labels
+                .iter()
+                .map(|l| s["metric"][l].as_str().unwrap_or("").to_string())
+                .collect();
+            (key, s["value"][1].as_str().unwrap().to_string())
+        })
+        .collect()
+}
+
+/// The number a fleet cell shows ('1,234', '111 ms', '6.15 %', '9.19 s'), in the API's unit.
+fn shown_number(text: &str) -> Option<f64> {
+    let t = text.replace(',', "");
+    let (num, unit) = t.split_once(' ').unwrap_or((&t, ""));
+    let v: f64 = num.parse().ok()?;
+    Some(match unit {
+        "ms" => v / 1e3,
+        "µs" => v / 1e6,
+        "%" => v / 100.0,
+        _ => v,
+    })
+}
+
+async fn start_browser(work: &std::path::Path) -> (Proc, Browser) {
+    let port = free_port();
+    let mut driver = Proc::spawn(
+        "chromedriver",
+        std::process::Command::new("chromedriver").arg(format!("--port={port}")),
+        work.join("chromedriver.log"),
+    );
+    driver.wait_listening(port);
+    let profile = work.join("chromium-profile");
+    let caps = json!({
+        "browserName": "chrome",
+        "goog:chromeOptions": {
+            "binary": "/usr/bin/chromium",
+            "args": [
+                "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--disable-dev-shm-usage", "--window-size=1280,800", "--hide-scrollbars",
+                format!("--user-data-dir={}", profile.display()),
+            ],
+        },
+        "goog:loggingPrefs": {"browser": "ALL"},
+    });
+    let url = format!("http://127.0.0.1:{port}");
+    let c = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+        .capabilities(caps.as_object().unwrap().clone())
+        .connect(&url)
+        .await
+        .unwrap_or_else(|e| panic!("chromedriver session: {e}\n{}", driver.log()));
+    let session = c.session_id().await.unwrap().unwrap();
+    (
+        driver,
+        Browser {
+            c,
+            driver: url,
+            session,
+            http: reqwest::Client::new(),
+        },
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn web_ui_in_chromium() {
+    if !common::require_tools(&["chromium", "chromedriver"], "the web UI browser test") {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let refused = free_port();
+    let yml = work.path().join("prometheus.yml");
+    std::fs::write(
+        &yml,
+        format!(
+            "global: {{scrape_interval: 1s, scrape_timeout: 900ms}}\n\
+             scrape_configs:\n  - job_name: refused\n    static_configs: [{{targets: ['127.0.0.1:{refused}']}}]\n"
+        ),
+    )
+    .unwrap();
+    let port = free_port();
+    let base = format!("http://127.0.0.1:{port}");
+    let mut cmd = demo_command(&work.path().join("data"), port, 2);
+    cmd.arg("--config.file").arg(&yml);
+    let mut server = Proc::spawn("inferdb", &mut cmd, work.path().join("inferdb.log"));
+    server.wait_listening(port);
+    let http = reqwest::Client::new();
+
+    // data for both models, with rates (three scrapes at least)
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let now = format!("{:.3}", common::now_ms() as f64 / 1000.0);
+        let got = api_values(&http, &base, GEN_BY_MODEL, &now, &["model_name"]).await;
+        if got.len() == 2 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no rates of 2 models: {got:?}\n{}",
+            server.log()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    // the served UI log line names the URL to open
+    assert!(
+        server
+            .log()
+            .lines()
+            .any(|l| l.contains("url") && l.contains(&format!("{base}/"))),
+        "no URL log line:\n{}",
+        server.log()
+    );
+
+    let (_driver, b) = start_browser(work.path()).await;
+
+    // every page loads without console errors; a screenshot of each
+    for page in PAGES {
+        b.c.goto(&format!("{base}/{page}")).await.unwrap();
+        b.wait_js(
+            "return document.querySelector('nav.top a.active') !== null && \
+             !document.body.innerText.includes('Loading…')",
+            page,
+        )
+        .await;
+        if *page == "fleet" {
+            b.wait_js(
+                "return document.querySelector('table.summary') !== null && \
+                 document.querySelectorAll('.chart-panel .chart[data-series]').length === \
+                 document.querySelectorAll('.chart-panel').length",
+                "fleet panels",
+            )
+            .await;
+        }
+        b.screenshot(page).await;
+        b.assert_no_console_errors(page).await;
+    }
+
+    // `/` opens the fleet page once vLLM series exist; `/graph` keeps its query string
+    b.c.goto(&format!("{base}/")).await.unwrap();
+    assert_eq!(b.c.current_url().await.unwrap().path(), "/fleet");
+    b.c.goto(&format!(
+        "{base}/graph?g0.expr=up&g0.tab=0&g0.range_input=5m"
+    ))
+    .await
+    .unwrap();
+    let u = b.c.current_url().await.unwrap();
+    assert_eq!(u.path(), "/query");
+    b.wait_js(
+        "return document.querySelector('.panel .tab.active')?.dataset.tab === 'graph' && \
+         document.querySelector('textarea.expr').value === 'up'",
+        "/graph panel restored",
+    )
+    .await;
+
+    // the query page draws one line per simulated model
+    let q = form_urlencoded::Serializer::new(String::new())
+        .append_pair("g0.expr", GEN_BY_MODEL)
+        .append_pair("g0.tab", "graph")
+        .append_pair("g0.range_input", "5m")
+        .finish();
+    b.c.goto(&format!("{base}/query?{q}")).await.unwrap();
+    b.wait_js(
+        "return document.querySelector('.panel .chart[data-series]') !== null",
+        "the graph",
+    )
+    .await;
+    let lines = b
+        .js("return document.querySelector('.panel .chart').dataset.series")
+        .await;
+    assert_eq!(lines, "2");
+    let legend = b
+        .js("return document.querySelector('.u-legend').innerText")
+        .await;
+    for m in MODELS {
+        assert!(
+            legend.as_str().unwrap().contains(m),
+            "legend {legend} lacks {m}"
+        );
+    }
+    assert_eq!(
+        b.js("return document.querySelectorAll('.panel canvas').length")
+            .await,
+        1
+    );
+    b.screenshot("query-graph").await;
+    b.assert_no_console_errors("query graph").await;
+
+    // hiding a series by its legend entry
+    b.c.find(Locator::Css(".u-legend .u-series:nth-child(2)"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    assert_eq!(
+        b.js("return document.querySelectorAll('.u-legend .u-series.u-off').length")
+            .await,
+        1
+    );
+
+    // autocomplete offers vllm: names after typing `vllm`
+    b.c.goto(&format!("{base}/query")).await.unwrap();
+    let input =
+        b.c.wait()
+            .for_element(Locator::Css("textarea.expr"))
+            .await
+            .unwrap();
+    input.send_keys("vllm").await.unwrap();
+    b.wait_js(
+        "return document.querySelectorAll('ul.autocomplete li').length > 0",
+        "autocomplete",
+    )
+    .await;
+    let offered = b
+        .js("return [...document.querySelectorAll('ul.autocomplete li .ac-text')].map(e => e.textContent)")
+        .await;
+    let offered: Vec<String> = serde_json::from_value(offered).unwrap();
+    assert!(
+        offered.iter().any(|n| n.starts_with("vllm:"))
+            && offered.iter().all(|n| n.contains("vllm")),
+        "offered {offered:?}"
+    );
+    b.screenshot("query-autocomplete").await;
+
+    // a shared URL restores the same panels: build two, reload the URL in a fresh page
+    input.send_keys(":num_requests_running").await.unwrap();
+    b.js("document.querySelector('textarea.expr').dispatchEvent(new KeyboardEvent('keydown', {key: 'Escape'}))")
+        .await;
+    b.c.find(Locator::Css("button.add"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let second = b.c.find_all(Locator::Css("textarea.expr")).await.unwrap();
+    assert_eq!(second.len(), 2);
+    second[1].send_keys(GEN_BY_MODEL).await.unwrap();
+    b.js("document.querySelectorAll('ul.autocomplete').forEach(u => u.hidden = true)")
+        .await;
+    b.js("document.querySelectorAll('.panel')[1].querySelector('[data-tab=graph]').click()")
+        .await;
+    b.wait_js(
+        "return document.querySelectorAll('.panel')[1].querySelector('select.mode') !== null",
+        "graph controls",
+    )
+    .await;
+    b.js(
+        "const s = document.querySelectorAll('.panel')[1].querySelector('select.mode'); \
+          s.value = 'stacked'; s.dispatchEvent(new Event('change'))",
+    )
+    .await;
+    b.js("document.querySelectorAll('.panel')[0].querySelector('button.execute').click()")
+        .await;
+    let shared = b.c.current_url().await.unwrap().to_string();
+    assert!(shared.contains("g1.display_mode=stacked"), "{shared}");
+    b.c.goto("about:blank").await.unwrap();
+    b.c.goto(&shared).await.unwrap();
+    b.wait_js(
+        "return document.querySelectorAll('.panel').length === 2 && \
+         document.querySelectorAll('.panel')[1].querySelector('.chart[data-series]') !== null",
+        "restored panels",
+    )
+    .await;
+    let state = b
+        .js("return [...document.querySelectorAll('.panel')].map(p => [p.querySelector('textarea').value, \
+             p.querySelector('.tab.active').dataset.tab, p.querySelector('select.mode')?.value ?? ''])")
+        .await;
+    assert_eq!(
+        state,
+        json!([
+            ["vllm:num_requests_running", "table", ""],
+            [GEN_BY_MODEL, "graph", "stacked"]
+        ])
+    );
+    b.assert_no_console_errors("restored query").await;
+
+    // the refused target's error, as the API reports it, on the targets page
+    let targets: Value = http
+        .get(format!("{base}/api/v1/targets"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .map(|t| serde_json::from_str(&t).unwrap())
+        .unwrap();
+    let err = targets["data"]["activeTargets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["scrapePool"] == "refused")
+        .map(|t| t["lastError"].as_str().unwrap().to_string())
+        .unwrap();
+    assert!(!err.is_empty());
+    b.c.goto(&format!("{base}/targets")).await.unwrap();
+    b.wait_js(
+        "return document.querySelector('details[data-pool=refused] .scrape-error') !== null",
+        "refused target's error",
+    )
+    .await;
+    let shown = b
+        .js("return document.querySelector('details[data-pool=refused]').innerText")
+        .await;
+    let shown = shown.as_str().unwrap();
+    assert!(
+        shown.contains(&err) && shown.contains("DOWN"),
+        "{shown} lacks {err}"
+    );
+    // the filter hides the other jobs
+    b.c.find(Locator::Css("input.filter"))
+        .await
+        .unwrap()
+        .send_keys("refused")
+        .await
+        .unwrap();
+    assert_eq!(
+        b.js("return [...document.querySelectorAll('details.pool')].map(d => d.dataset.pool)")
+            .await,
+        json!(["refused"])
+    );
+
+    // the fleet page at a fixed moment: each number equals the API's answer
+    let t = format!("{:.3}", (common::now_ms() - 3000) as f64 / 1000.0);
+    b.c.goto(&format!("{base}/fleet?range=15m&by=model&time={t}"))
+        .await
+        .unwrap();
+    b.wait_js(
+        "return document.querySelectorAll('table.summary tbody tr').length === 2",
+        "fleet table",
+    )
+    .await;
+    let rows = b
+        .js("return [...document.querySelectorAll('table.summary tbody tr')].map(r => \
+             [r.querySelector('th.model').textContent, r.dataset.key, [...r.querySelectorAll('td.num')].map(c => \
+             [c.dataset.expr, c.dataset.raw, c.textContent])])")
+        .await;
+    let page_time = b
+        .js("return document.querySelector('table.summary').dataset.time")
+        .await;
+    assert_eq!(
+        page_time.as_str().unwrap().parse::<f64>().unwrap(),
+        t.parse::<f64>().unwrap()
+    );
+    let rows: Vec<FleetRow> = serde_json::from_value(rows).unwrap();
+    let mut names: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
+    names.sort();
+    let mut want = MODELS.to_vec();
+    want.sort();
+    assert_eq!(names, want);
+    let mut compared = 0;
+    let mut numbers = 0;
+    for (model, key, cells) in &rows {
+        assert_eq!(key, &json!([model]).to_string());
+        for (expr, raw, text) in cells {
+            let api = api_values(&http, &base, expr, &t, &["model_name"]).await;
+            let want = api
+                .iter()
+                .find(|(k, _)| k[0] == *model)
+                .map(|(_, v)| v.clone());
+            assert_eq!(
+                Some(raw.clone()).filter(|r| !r.is_empty()),
+                want,
+                "{model} {expr}"
+            );
+            compared += 1;
+            let v: f64 = match raw.parse() {
+                Ok(v) => v,
+                Err(_) => {
+                    assert_eq!(text, "–", "{model} {expr}");
+                    continue;
+                }
+            };
+            if !v.is_finite() {
+                assert!(
+                    text == "–" || text.contains("Inf"),
+                    "{model} {expr}: {text}"
+                );
+                continue;
+            }
+            let s = shown_number(text).unwrap_or_else(|| panic!("{model} {expr}: {text:?}"));
+            assert!(
+                (s - v).abs() <= 0.006 * v.abs() + 1e-9,
+                "{model} {expr}: shows {text}, API {raw}"
+            );
+            numbers += 1;
+        }
+    }
+    assert_eq!(compared, 2 * 13);
+    assert!(numbers >= 2 * 10, "only {numbers} numbers shown");
+    // every panel links to its expressions on the query page; an empty one says why
+    let panels = b
+        .js("return [...document.querySelectorAll('.chart-panel')].map(p => [p.dataset.panel, \
+             p.querySelector('a.to-query').getAttribute('href'), p.querySelector('.chart').dataset.series, \
+             p.querySelector('.empty')?.textContent ?? ''])")
+        .await;
+    let panels: Vec<(String, String, String, String)> = serde_json::from_value(panels).unwrap();
+    assert_eq!(panels.len(), 15);
+    for (id, href, series, why) in &panels {
+        assert!(href.starts_with("query?g0.expr="), "{id}: {href}");
+        if series == "0" {
+            assert!(why.len() > 40, "{id} is empty without a reason: {why:?}");
+        }
+        if id.starts_with("gpu") {
+            assert!(why.contains("NVML"), "{id}: {why}");
+        } else {
+            assert_ne!(series, "0", "{id} is empty: {why}");
+        }
+    }
+    b.screenshot("fleet-at-time").await;
+    b.assert_no_console_errors("fleet").await;
+
+    b.c.close().await.unwrap();
+    server.terminate();
+}
