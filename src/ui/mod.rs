@@ -256,7 +256,7 @@ async fn asset(headers: HeaderMap, Path((ver, file)): Path<(String, String)>) ->
 /// `/`: the fleet page when vLLM series were seen in the last 6 hours, the query page
 /// otherwise (Prometheus redirects `/` to its query page).
 async fn root(State(state): State<ApiState>) -> Response {
-    let now = crate::scrape::target::now_ms();
+    let now = crate::model::time::now_ms();
     let has_vllm = state
         .run_blocking(
             std::time::Duration::from_secs(5),
