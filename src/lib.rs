@@ -10,6 +10,7 @@
 pub mod api;
 pub mod cli;
 pub mod config;
+pub mod discovery;
 pub mod export;
 pub mod gpu;
 pub mod import;

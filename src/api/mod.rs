@@ -472,10 +472,26 @@ pub struct TargetInfo {
     pub scrape_timeout_ms: i64,
 }
 
+/// The targets relabelling dropped in one scrape pool, as `/api/v1/targets` shows them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DroppedTargets {
+    /// The job name.
+    pub scrape_pool: String,
+    /// How many were dropped.
+    pub count: usize,
+    /// The labels before relabelling of those kept (`keep_dropped_targets`).
+    pub discovered_labels: Vec<Labels>,
+}
+
 /// What the API needs from the scraper: targets and metadata. The default is "nothing".
 pub trait ScrapeStatus: Send + Sync + 'static {
     /// Active targets.
     fn targets(&self) -> Vec<TargetInfo> {
+        Vec::new()
+    }
+    /// Per scrape pool: how many targets relabelling dropped, and the discovered labels
+    /// of those kept for display.
+    fn dropped_targets(&self) -> Vec<DroppedTargets> {
         Vec::new()
     }
     /// Metadata of every metric family seen.

@@ -41,7 +41,13 @@ pub(crate) async fn handle(State(state): State<ApiState>, params: Params) -> Res
     let want = params.get("state").unwrap_or("any").to_ascii_lowercase();
     let pool = params.get("scrapePool").map(str::to_string);
     let mut d = String::from("{\"activeTargets\":[");
-    if want != "dropped" {
+    // as Prometheus: no state shows both, an unknown one neither
+    let want = if want.is_empty() {
+        "any".to_string()
+    } else {
+        want
+    };
+    if want == "any" || want == "active" {
         let mut first = true;
         for t in state.scrape().targets() {
             if pool.as_deref().is_some_and(|p| p != t.scrape_pool) {
@@ -88,7 +94,39 @@ pub(crate) async fn handle(State(state): State<ApiState>, params: Params) -> Res
             d.push('}');
         }
     }
-    d.push_str("],\"droppedTargets\":[],\"droppedTargetCounts\":{}}");
+    d.push_str("],\"droppedTargets\":[");
+    if want != "any" && want != "dropped" {
+        d.push_str("],\"droppedTargetCounts\":null}");
+    } else {
+        let pools = state.scrape().dropped_targets();
+        let mut first = true;
+        for p in &pools {
+            if pool.as_deref().is_some_and(|x| x != p.scrape_pool) {
+                continue;
+            }
+            for l in &p.discovered_labels {
+                if !first {
+                    d.push(',');
+                }
+                first = false;
+                d.push_str("{\"discoveredLabels\":");
+                json::push_labels(&mut d, l);
+                d.push_str(",\"scrapePool\":");
+                json::push_str(&mut d, &p.scrape_pool);
+                d.push('}');
+            }
+        }
+        d.push_str("],\"droppedTargetCounts\":{");
+        for (i, p) in pools.iter().enumerate() {
+            if i > 0 {
+                d.push(',');
+            }
+            json::push_str(&mut d, &p.scrape_pool);
+            d.push(':');
+            d.push_str(&p.count.to_string());
+        }
+        d.push_str("}}");
+    }
     success(&d, &[], &[])
 }
 

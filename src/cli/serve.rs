@@ -177,6 +177,18 @@ impl ScrapeStatus for ScrapeView {
             .collect()
     }
 
+    fn dropped_targets(&self) -> Vec<crate::api::DroppedTargets> {
+        self.mgr
+            .dropped_targets()
+            .into_iter()
+            .map(|(pool, (count, list))| crate::api::DroppedTargets {
+                scrape_pool: pool,
+                count,
+                discovered_labels: list.into_iter().map(Labels::from_pairs).collect(),
+            })
+            .collect()
+    }
+
     fn metadata(&self) -> Vec<MetricMetadata> {
         let mut out = Vec::new();
         for (name, list) in self.mgr.metadata() {

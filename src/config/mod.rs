@@ -406,8 +406,11 @@ impl Config {
                 r.validate()
                     .map_err(|e| ConfigError::Invalid(format!("job {:?}: {e}", sc.job_name)))?;
             }
-            for s in sc.unimplemented_sections() {
-                unimpl.push(format!("{s} (job {:?})", sc.job_name));
+            if let Some(s) = sc.unimplemented_sections().first() {
+                return Err(ConfigError::Invalid(format!(
+                    "job {:?}: {s} is not supported by inferdb (service discovery: static_configs, file_sd_configs, http_sd_configs, dns_sd_configs)",
+                    sc.job_name
+                )));
             }
         }
         for (i, am) in self.alerting.alertmanagers.iter().enumerate() {
@@ -521,8 +524,6 @@ scrape_configs:
       collect[]: [a, b]
     basic_auth: {username: u, password: p}
     tls_config: {insecure_skip_verify: true}
-    kubernetes_sd_configs:
-      - role: pod
     static_configs:
       - targets: ['gpu:9400']
 "#;
@@ -554,7 +555,20 @@ scrape_configs:
         let w = &c.warnings[0];
         assert!(w.contains("rule_files"), "{w}");
         assert!(w.contains("alerting"), "{w}");
-        assert!(w.contains("kubernetes_sd_configs"), "{w}");
+    }
+
+    /// Service discoveries inferdb lacks are refused by name, not ignored.
+    #[test]
+    fn other_service_discoveries_are_refused_by_name() {
+        for kind in ["consul_sd_configs", "ec2_sd_configs", "docker_sd_configs"] {
+            let y = format!("scrape_configs:\n  - job_name: j\n    {kind}: [{{}}]\n");
+            let e = Config::parse(&y).unwrap_err().to_string();
+            assert!(e.contains(kind) && e.contains("not supported"), "{e}");
+        }
+        let ok = "scrape_configs:\n  - job_name: j\n    http_sd_configs: [{url: 'http://h/sd'}]\n    dns_sd_configs: [{names: [a.b]}]\n";
+        let c = Config::parse(ok).unwrap();
+        assert_eq!(c.scrape_configs[0].http_sd_configs.len(), 1);
+        assert_eq!(c.scrape_configs[0].dns_sd_configs.len(), 1);
     }
 
     #[test]
@@ -617,7 +631,8 @@ scrape_configs:
     /// holds the job (`SetDirectory`), not onto the current folder.
     #[test]
     fn relative_files_resolve_against_the_config_folder() {
-        use crate::scrape::target::{read_file_sd, Auth};
+        use crate::discovery::file::read_file_sd;
+        use crate::scrape::target::Auth;
         let d = tempfile::tempdir().unwrap();
         let etc = d.path().join("etc");
         std::fs::create_dir_all(etc.join("jobs.d")).unwrap();
@@ -667,7 +682,7 @@ scrape_configs:
         for sc in [main, extra] {
             let (groups, errs) = read_file_sd(&sc.file_sd_configs[0].files);
             assert!(errs.is_empty(), "{errs:?}");
-            assert_eq!(groups[0].targets, vec!["a:1"]);
+            assert_eq!(groups[0].targets[0]["__address__"], "a:1");
         }
     }
 

@@ -1,6 +1,6 @@
-//! `scrape_configs` entries (jobs) and the target sources inferdb implements: `static_configs`
-//! and `file_sd_configs`. Service discoveries inferdb does not implement are accepted raw and
-//! named in the configuration's warning.
+//! `scrape_configs` entries (jobs) and their target sources: `static_configs` and
+//! `file_sd_configs` here, `http_sd_configs` and `dns_sd_configs` with their mechanisms in
+//! [`crate::discovery`]. Service discoveries inferdb does not implement are refused by name.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -158,6 +158,12 @@ macro_rules! scrape_config {
             /// File service discovery.
             #[serde(default)]
             pub file_sd_configs: Vec<FileSdConfig>,
+            /// HTTP service discovery.
+            #[serde(default)]
+            pub http_sd_configs: Vec<crate::discovery::http::HttpSdConfig>,
+            /// DNS service discovery.
+            #[serde(default)]
+            pub dns_sd_configs: Vec<crate::discovery::dns::DnsSdConfig>,
             /// Basic auth.
             #[serde(default)]
             pub basic_auth: Option<BasicAuth>,
@@ -189,24 +195,22 @@ macro_rules! scrape_config {
     };
 }
 
-/// Calls the macro `$m` with the names of the service discoveries inferdb does not implement:
-/// jobs and Alertmanager entries accept them raw and name them in the warning.
-macro_rules! with_unimplemented_sds {
-    ($m:ident) => {
+/// Calls the macro `$m` with `$extra` and the names of the service discoveries no part of
+/// inferdb implements.
+macro_rules! with_other_sds {
+    ($m:ident $(, $extra:ident)*) => {
         $m!(
+            $($extra,)*
             azure_sd_configs,
             consul_sd_configs,
             digitalocean_sd_configs,
             docker_sd_configs,
             dockerswarm_sd_configs,
-            dns_sd_configs,
             ec2_sd_configs,
             eureka_sd_configs,
             gce_sd_configs,
             hetzner_sd_configs,
-            http_sd_configs,
             ionos_sd_configs,
-            kubernetes_sd_configs,
             kuma_sd_configs,
             lightsail_sd_configs,
             linode_sd_configs,
@@ -225,9 +229,23 @@ macro_rules! with_unimplemented_sds {
         );
     };
 }
-pub(crate) use with_unimplemented_sds;
 
-with_unimplemented_sds!(scrape_config);
+/// Calls the macro `$m` with the names of the service discoveries Alertmanager entries
+/// accept raw and name in the warning: all but static and file.
+macro_rules! with_unimplemented_sds {
+    ($m:ident) => {
+        $crate::config::scrape::with_other_sds!(
+            $m,
+            dns_sd_configs,
+            http_sd_configs,
+            kubernetes_sd_configs
+        );
+    };
+}
+pub(crate) use {with_other_sds, with_unimplemented_sds};
+
+// jobs refuse the service discoveries inferdb lacks, naming them
+with_other_sds!(scrape_config, kubernetes_sd_configs);
 
 impl ScrapeConfig {
     /// The effective interval.
@@ -249,6 +267,9 @@ impl ScrapeConfig {
             for file in &mut f.files {
                 join_dir(dir, file);
             }
+        }
+        for h in &mut self.http_sd_configs {
+            h.http.set_directory(dir);
         }
         resolve_secret_files(self.basic_auth.as_mut(), self.authorization.as_mut(), dir);
         if let Some(t) = &mut self.tls_config {

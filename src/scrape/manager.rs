@@ -17,9 +17,11 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::target::{
-    discover, Auth, MetricMetadata, ScrapeLoop, ScrapeOptions, Target, TargetState,
+    targets_from_groups, Auth, MetricMetadata, ScrapeLoop, ScrapeOptions, Target, TargetState,
 };
 use crate::config::Config;
+use crate::discovery;
+use crate::model::relabel::LabelMap;
 use crate::model::sink::SampleSink;
 use crate::model::time::now_ms;
 
@@ -53,6 +55,10 @@ pub struct ScrapeManager {
     sink: Arc<dyn SampleSink>,
     running: Mutex<HashMap<String, Running>>,
     errors: Mutex<Vec<String>>,
+    discovery: discovery::Manager,
+    /// Per job: how many targets relabelling dropped, and the discovered labels of the
+    /// first `keep_dropped_targets` of them (all when 0).
+    dropped: Mutex<BTreeMap<String, (usize, Vec<LabelMap>)>>,
 }
 
 impl ScrapeManager {
@@ -62,6 +68,8 @@ impl ScrapeManager {
             sink,
             running: Mutex::new(HashMap::new()),
             errors: Mutex::new(vec![]),
+            discovery: discovery::Manager::default(),
+            dropped: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -71,13 +79,18 @@ impl ScrapeManager {
     pub fn apply_config(&self, cfg: &Config) -> usize {
         let mut wanted: HashMap<String, (Target, ScrapeOptions, reqwest::Client, Auth)> =
             HashMap::new();
-        let mut errors = vec![];
+        self.discovery.apply(cfg);
+        let mut errors = self.discovery.errors();
+        let mut dropped_all = BTreeMap::new();
         for sc in &cfg.scrape_configs {
-            let (targets, errs) = discover(cfg, sc);
-            errors.extend(
-                errs.into_iter()
-                    .map(|e| format!("job {}: {e}", sc.job_name)),
-            );
+            let groups = self.discovery.groups(sc);
+            let (targets, mut dropped) = targets_from_groups(cfg, sc, &groups);
+            let n = dropped.len();
+            let keep = sc.keep_dropped_targets.unwrap_or(0) as usize;
+            if keep > 0 {
+                dropped.truncate(keep);
+            }
+            dropped_all.insert(sc.job_name.clone(), (n, dropped));
             if targets.is_empty() {
                 continue;
             }
@@ -106,6 +119,7 @@ impl ScrapeManager {
             tracing::warn!("{e}");
         }
         *self.errors.lock() = errors;
+        *self.dropped.lock() = dropped_all;
         let mut running = self.running.lock();
         let gone: Vec<String> = running
             .keys()
@@ -151,6 +165,17 @@ impl ScrapeManager {
             .collect();
         v.sort_by(|a, b| (&a.target.job, &a.target.url).cmp(&(&b.target.job, &b.target.url)));
         v
+    }
+
+    /// Per job, the number of targets relabelling dropped and the discovered labels of
+    /// those kept for display (`keep_dropped_targets`).
+    pub fn dropped_targets(&self) -> BTreeMap<String, (usize, Vec<LabelMap>)> {
+        self.dropped.lock().clone()
+    }
+
+    /// A receiver that changes whenever service discovery found something new.
+    pub fn discovery_changes(&self) -> watch::Receiver<u64> {
+        self.discovery.subscribe()
     }
 
     /// Metadata of every metric family seen on the targets' last pages: name to the
@@ -217,6 +242,7 @@ impl ScrapeManager {
 
     /// Stops every loop (no staleness markers) and waits for them.
     pub async fn stop(&self) {
+        self.discovery.stop();
         let all: Vec<Running> = self.running.lock().drain().map(|(_, r)| r).collect();
         for r in &all {
             let _ = r.stop.send(StopReason::Shutdown);
@@ -267,9 +293,13 @@ async fn run_loop(mut lp: ScrapeLoop, mut stop: watch::Receiver<StopReason>) {
     }
 }
 
+/// How long after a service-discovery change the targets are recomputed; changes within it
+/// are applied together.
+const SD_UPDATE_EVERY: Duration = Duration::from_secs(1);
+
 /// Runs the scraper for `config` until `shutdown` completes: applies the configuration,
-/// re-reads file service discovery every `refresh` (the smallest `refresh_interval` of the
-/// file_sd_configs, 30 s when unset), logs the configuration's warnings once.
+/// and again whenever service discovery finds something new; logs the configuration's
+/// warnings once.
 pub async fn run_scraper(
     config: Config,
     sink: Arc<dyn SampleSink>,
@@ -300,24 +330,19 @@ pub async fn run_with_reload(
         for w in &cfg.warnings {
             tracing::warn!("{w}");
         }
+        let mut sd = mgr.discovery_changes();
         let n = mgr.apply_config(&cfg);
         tracing::info!(targets = n, "scrape configuration applied");
-        let refresh = cfg
-            .scrape_configs
-            .iter()
-            .flat_map(|s| s.file_sd_configs.iter())
-            .map(|f| {
-                f.refresh_interval
-                    .map(|d| d.0)
-                    .unwrap_or(Duration::from_secs(30))
-            })
-            .min();
+        sd.borrow_and_update();
         loop {
+            // discovery changes are applied at most once per SD_UPDATE_EVERY (Prometheus
+            // batches them every 5 s)
             let sleep = async {
-                match refresh {
-                    Some(d) => tokio::time::sleep(d).await,
-                    None => std::future::pending::<()>().await,
+                if sd.changed().await.is_err() {
+                    std::future::pending::<()>().await;
                 }
+                tokio::time::sleep(SD_UPDATE_EVERY).await;
+                sd.borrow_and_update();
             };
             tokio::select! {
                 _ = &mut shutdown => {

@@ -15,11 +15,12 @@ use std::time::{Duration, Instant};
 
 use inferdb_storage::{stale_nan, Label, Labels};
 use parking_lot::Mutex;
-use serde::Deserialize;
 
 use super::cache::{MetaLines, SeriesCache};
 use super::http::{HttpTarget, Outcome, Page, PooledBuf, RequestSpec};
-use crate::config::{glob_match, Config, ScrapeConfig};
+use crate::config::{Config, ScrapeConfig};
+use crate::discovery::file::read_file_sd;
+use crate::discovery::TargetGroup;
 use crate::metrics::{self, Counter, Histogram};
 use crate::model::exposition::{self, Entry, Format, MetricType};
 use crate::model::relabel::{relabel, LabelMap, RelabelConfig};
@@ -90,73 +91,6 @@ impl Target {
     }
 }
 
-/// A group of targets read by file service discovery (JSON or YAML).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TargetGroup {
-    /// Addresses.
-    #[serde(default)]
-    pub targets: Vec<String>,
-    /// Labels for the group.
-    #[serde(default)]
-    pub labels: BTreeMap<String, String>,
-}
-
-/// Reads the target groups of file service discovery files (patterns allowed in the last
-/// path element). Unreadable files are reported in the returned errors and skipped.
-pub fn read_file_sd(files: &[String]) -> (Vec<TargetGroup>, Vec<String>) {
-    let mut groups = vec![];
-    let mut errs = vec![];
-    for f in files {
-        let path = std::path::Path::new(f);
-        let paths: Vec<std::path::PathBuf> = match path.file_name().and_then(|n| n.to_str()) {
-            Some(name) if name.contains('*') || name.contains('?') => {
-                let dir = path.parent().unwrap_or(std::path::Path::new("."));
-                match std::fs::read_dir(dir) {
-                    Ok(rd) => {
-                        let mut v: Vec<_> = rd
-                            .filter_map(|e| e.ok())
-                            .map(|e| e.path())
-                            .filter(|p| {
-                                p.file_name()
-                                    .and_then(|n| n.to_str())
-                                    .is_some_and(|n| glob_match(name, n))
-                            })
-                            .collect();
-                        v.sort();
-                        v
-                    }
-                    Err(e) => {
-                        errs.push(format!("{}: {e}", dir.display()));
-                        continue;
-                    }
-                }
-            }
-            _ => vec![path.to_path_buf()],
-        };
-        for p in paths {
-            let text = match std::fs::read_to_string(&p) {
-                Ok(t) => t,
-                Err(e) => {
-                    errs.push(format!("{}: {e}", p.display()));
-                    continue;
-                }
-            };
-            let is_json = p.extension().is_some_and(|e| e == "json");
-            let parsed: Result<Vec<TargetGroup>, String> = if is_json {
-                serde_json::from_str(&text).map_err(|e| e.to_string())
-            } else {
-                serde_yaml::from_str(&text).map_err(|e| e.to_string())
-            };
-            match parsed {
-                Ok(g) => groups.extend(g),
-                Err(e) => errs.push(format!("{}: {e}", p.display())),
-            }
-        }
-    }
-    (groups, errs)
-}
-
 fn fmt_duration(d: Duration) -> String {
     let ms = d.as_millis();
     if !ms.is_multiple_of(1000) {
@@ -168,17 +102,15 @@ fn fmt_duration(d: Duration) -> String {
     }
 }
 
-/// The targets of one job: static and file-SD groups, relabelled. Also gives the errors of
-/// unreadable SD files.
+/// The targets of one job from its static and file-SD groups, relabelled, read now (tests
+/// and one-off uses; the scrape manager takes its groups from the discovery manager). Also
+/// gives the errors of unreadable SD files.
 pub fn discover(cfg: &Config, sc: &ScrapeConfig) -> (Vec<Target>, Vec<String>) {
-    let g = &cfg.global;
     let mut groups: Vec<TargetGroup> = sc
         .static_configs
         .iter()
-        .map(|s| TargetGroup {
-            targets: s.targets.clone(),
-            labels: s.labels.clone(),
-        })
+        .enumerate()
+        .map(|(i, s)| TargetGroup::from_addresses(i.to_string(), &s.targets, s.labels.clone()))
         .collect();
     let mut errs = vec![];
     for f in &sc.file_sd_configs {
@@ -186,19 +118,42 @@ pub fn discover(cfg: &Config, sc: &ScrapeConfig) -> (Vec<Target>, Vec<String>) {
         groups.extend(gs);
         errs.extend(es);
     }
+    (targets_from_groups(cfg, sc, &groups).0, errs)
+}
+
+/// The targets of one job's discovered groups after `relabel_configs` (Prometheus'
+/// `TargetsFromGroup`), and the discovered labels of the targets relabelling dropped.
+pub fn targets_from_groups(
+    cfg: &Config,
+    sc: &ScrapeConfig,
+    groups: &[TargetGroup],
+) -> (Vec<Target>, Vec<LabelMap>) {
+    let g = &cfg.global;
     let mut out = vec![];
+    let mut dropped = vec![];
     for grp in groups {
-        for addr in &grp.targets {
+        for tl in &grp.targets {
             let mut l: LabelMap = LabelMap::new();
-            for (k, v) in &grp.labels {
-                l.insert(k.clone(), v.clone());
+            // group labels, the target's own over them; empty values are no labels
+            for (k, v) in grp.labels.iter().chain(tl) {
+                if v.is_empty() {
+                    l.remove(k);
+                } else {
+                    l.insert(k.clone(), v.clone());
+                }
             }
-            l.insert("__address__".into(), addr.clone());
-            l.insert("job".into(), sc.job_name.clone());
-            l.insert("__scheme__".into(), sc.scheme.clone());
-            l.insert("__metrics_path__".into(), sc.metrics_path.clone());
-            l.insert("__scrape_interval__".into(), fmt_duration(sc.interval(g)));
-            l.insert("__scrape_timeout__".into(), fmt_duration(sc.timeout(g)));
+            // the job's settings, where discovery did not set them
+            for (k, v) in [
+                ("job", sc.job_name.clone()),
+                ("__scrape_interval__", fmt_duration(sc.interval(g))),
+                ("__scrape_timeout__", fmt_duration(sc.timeout(g))),
+                ("__metrics_path__", sc.metrics_path.clone()),
+                ("__scheme__", sc.scheme.clone()),
+            ] {
+                if !v.is_empty() {
+                    l.entry(k.to_string()).or_insert(v);
+                }
+            }
             for (k, vs) in &sc.params {
                 if let Some(v) = vs.first() {
                     l.insert(format!("__param_{k}"), v.clone());
@@ -206,9 +161,10 @@ pub fn discover(cfg: &Config, sc: &ScrapeConfig) -> (Vec<Target>, Vec<String>) {
             }
             let discovered = l.clone();
             if !relabel(&mut l, &sc.relabel_configs) {
+                dropped.push(discovered);
                 continue;
             }
-            let Some(address) = l.get("__address__").cloned() else {
+            let Some(address) = l.get("__address__").filter(|a| !a.is_empty()).cloned() else {
                 continue;
             };
             if !l.contains_key("instance") {
@@ -289,7 +245,7 @@ pub fn discover(cfg: &Config, sc: &ScrapeConfig) -> (Vec<Target>, Vec<String>) {
     // Prometheus drops duplicate targets of a job.
     let mut seen = std::collections::HashSet::new();
     out.retain(|t| seen.insert(t.key()));
-    (out, errs)
+    (out, dropped)
 }
 
 fn url_escape(s: &str) -> String {
