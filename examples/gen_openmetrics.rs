@@ -7,7 +7,8 @@
 //!
 //! Server `s` (`instance="vllm-<s>:8000"`, `job="vllm"`, as a scrape would label it, with an
 //! `up` series) is a [`VllmModel`] seeded with `1000 + s` whose load
-//! cycles every 30 minutes (the process restarts once a cycle, so counters reset). Scrapes
+//! cycles every 30 minutes (the process restarts once a cycle, so counters reset), or follows a
+//! scenario plan of [`GenOptions::scenarios`] (states with known ground truth). Scrapes
 //! start at 2026-12-01T00:00:00Z plus `OFFSET_MS` and come every `STEP_S` seconds. Families
 //! come one after the other, each series' samples in time order, as OpenMetrics requires;
 //! counters are declared without their `_total` suffix.
@@ -16,7 +17,7 @@ use std::collections::HashMap;
 use std::io::Write;
 
 use inferdb::model::exposition::{self, Entry, Format, MetricType};
-use inferdb::sim::VllmModel;
+use inferdb::sim::{ScenarioPlan, VllmModel};
 
 /// 2026-12-01T00:00:00Z in Unix seconds.
 pub const DEFAULT_START_S: i64 = 1_796_083_200;
@@ -37,6 +38,9 @@ pub struct GenOptions {
     /// Only these families (names as in `# TYPE`, counters without `_total`); all when `None`.
     /// `up` is always written.
     pub families: Option<Vec<String>>,
+    /// Scenario plans by server (from the first scrape); servers without one (or `None`)
+    /// follow the 30-minute demo cycle.
+    pub scenarios: Vec<Option<ScenarioPlan>>,
 }
 
 impl Default for GenOptions {
@@ -48,6 +52,7 @@ impl Default for GenOptions {
             start_s: DEFAULT_START_S,
             offset_ms: 0,
             families: None,
+            scenarios: Vec::new(),
         }
     }
 }
@@ -134,6 +139,9 @@ pub fn generate(w: &mut dyn Write, o: &GenOptions) -> std::io::Result<GenStats> 
     for s in 0..o.servers {
         let inst = format!("vllm-{s}:8000");
         let mut m = VllmModel::new(1000 + s, start - 600.0, 1800.0);
+        if let Some(Some(plan)) = o.scenarios.get(s as usize) {
+            m.set_plan(plan.clone(), start);
+        }
         for i in 0..n {
             let t = start + i as f64 * o.step_s;
             m.advance_to(t);

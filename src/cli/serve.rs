@@ -59,6 +59,10 @@ pub struct ServeArgs {
     /// Simulated vLLM servers for --demo.
     #[arg(long = "demo.servers", default_value_t = 2, value_name = "N")]
     pub demo_servers: usize,
+    /// Scenario plans of the --demo servers (see `inferdb simulate --scenario`): the i-th for
+    /// server i, the last for the rest; default: the demo cycle.
+    #[arg(long = "demo.scenario", value_name = "PLAN", value_parser = super::simulate::parse_plan)]
+    pub demo_scenario: Vec<crate::sim::ScenarioPlan>,
     /// First port of the --demo simulator (0: any free port).
     #[arg(long = "demo.port", default_value_t = 8000, value_name = "PORT")]
     pub demo_port: u16,
@@ -345,6 +349,7 @@ impl ServeArgs {
                 crate::sim::SimOptions {
                     servers: self.demo_servers.max(1),
                     models: DEMO_MODELS.iter().map(|m| m.to_string()).collect(),
+                    scenarios: self.demo_scenario.clone(),
                     ..Default::default()
                 },
             )

@@ -9,6 +9,8 @@ use anyhow::Context;
 #[command(after_help = "Examples:
   inferdb simulate --port 8000
   inferdb simulate --port 8000 --servers 3   # ports 8000, 8001, 8002; also /servers/<i>/metrics on 8000
+  inferdb simulate --servers 4 --scenario kv-pressure --scenario healthy   # server 0 under KV pressure
+  inferdb simulate --scenario healthy,cache-kick@10m,healthy@40m
   curl -s localhost:8000/metrics | head")]
 pub struct SimulateArgs {
     /// First port; server i listens on port+i (0: any free ports).
@@ -29,6 +31,17 @@ pub struct SimulateArgs {
     /// Answer gzip when asked (real vLLM does not).
     #[arg(long)]
     pub gzip: bool,
+    /// Server state with known ground truth instead of the demo cycle: healthy, kv-pressure,
+    /// cache-kick, queueing, underutilized, restart; switch at times after the start with
+    /// NAME@OFFSET (`healthy,kv-pressure@30m,healthy@1h`). Repeat the flag for server 1, 2,
+    /// ...; the last one applies to the servers after it.
+    #[arg(long = "scenario", value_name = "PLAN", value_parser = parse_plan)]
+    pub scenario: Vec<crate::sim::ScenarioPlan>,
+}
+
+/// Parses a `--scenario` value.
+pub fn parse_plan(s: &str) -> Result<crate::sim::ScenarioPlan, String> {
+    crate::sim::ScenarioPlan::parse(s)
 }
 
 impl SimulateArgs {
@@ -49,6 +62,7 @@ impl SimulateArgs {
                 gzip: self.gzip,
                 seed: self.seed,
                 keep_pages: 0,
+                scenarios: self.scenario.clone(),
                 ..Default::default()
             };
             let sim = crate::sim::Simulator::start(&self.host, self.port, opts)

@@ -19,7 +19,7 @@ use parking_lot::Mutex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-pub use model::{Phase, VllmModel};
+pub use model::{Phase, Scenario, ScenarioPlan, VllmModel};
 
 /// Content type of vLLM's `/metrics` (prometheus_client 0.26).
 pub const CONTENT_TYPE: &str = "text/plain; version=1.0.0; charset=utf-8";
@@ -42,6 +42,9 @@ pub struct SimOptions {
     /// The models served: server i serves `models[i % len]` (its `model_name` label); the
     /// template's model when empty.
     pub models: Vec<String>,
+    /// Scenario plans, the i-th for server i and the last for the servers after it; empty:
+    /// the demo's cycle of steady load, KV-cache saturation and restart.
+    pub scenarios: Vec<ScenarioPlan>,
 }
 
 /// The model of the template page, which every server serves unless [`SimOptions::models`]
@@ -57,6 +60,7 @@ impl Default for SimOptions {
             seed: 1,
             keep_pages: 0,
             models: vec![DEFAULT_MODEL.to_string()],
+            scenarios: Vec::new(),
         }
     }
 }
@@ -82,9 +86,20 @@ pub struct SimServer {
 }
 
 impl SimServer {
-    fn new(seed: u64, cycle_s: f64, keep: usize, model_name: Option<String>) -> Self {
+    fn new(
+        seed: u64,
+        cycle_s: f64,
+        keep: usize,
+        model_name: Option<String>,
+        plan: Option<ScenarioPlan>,
+    ) -> Self {
+        let now = now_s();
+        let mut model = VllmModel::new(seed, now, cycle_s);
+        if let Some(p) = plan {
+            model.set_plan(p, now);
+        }
         SimServer {
-            model: Mutex::new(VllmModel::new(seed, now_s(), cycle_s)),
+            model: Mutex::new(model),
             last: Mutex::new(None),
             keep,
             served: Mutex::new(std::collections::VecDeque::new()),
@@ -183,6 +198,7 @@ impl Simulator {
                 opts.cycle_s,
                 opts.keep_pages,
                 (!opts.models.is_empty()).then(|| opts.models[i % opts.models.len()].clone()),
+                opts.scenarios.get(i).or(opts.scenarios.last()).cloned(),
             )));
         }
         let all = Arc::new(servers.clone());
@@ -367,10 +383,10 @@ mod tests {
     #[test]
     fn a_server_serves_the_model_it_is_given() {
         let other = "Qwen/Qwen2.5-7B-Instruct";
-        let page = SimServer::new(1, 600.0, 0, Some(other.into())).page();
+        let page = SimServer::new(1, 600.0, 0, Some(other.into()), None).page();
         assert!(page.contains(&format!("model_name=\"{other}\"")));
         assert!(!page.contains(DEFAULT_MODEL));
-        let page = SimServer::new(1, 600.0, 0, None).page();
+        let page = SimServer::new(1, 600.0, 0, None, None).page();
         assert!(page.contains(&format!("model_name=\"{DEFAULT_MODEL}\"")));
     }
 }

@@ -29,6 +29,226 @@ pub enum Phase {
     Restarted,
 }
 
+/// A state of a vLLM server with known ground truth, for demos and for testing the detectors
+/// of `inferdb advise` (`inferdb simulate --scenario`, `serve --demo --demo.scenario`). Each
+/// changes the workload the way that state changes a real server; the page stays vLLM's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Scenario {
+    /// Steady load well within capacity: KV cache ~25 %, prefix hit rate ~50 %, no queue,
+    /// no preemptions.
+    Healthy,
+    /// Long generations fill the KV cache (≥ 0.94): requests are preempted and their prompts
+    /// recomputed, inter-token latency rises; the shared prefixes stay cached.
+    KvPressure,
+    /// The KV cache fills (≥ 0.92) and evicts the cached shared prefixes: the prefix-cache hit
+    /// rate falls from ~50 % to ~6 %, prefill is paid again (TTFT up); no preemptions.
+    CacheKick,
+    /// Arrivals exceed what the server admits (max_num_seqs): the waiting queue grows while
+    /// the KV cache has room (~45 %); queue time and TTFT climb.
+    Queueing,
+    /// A trickle of requests: about one in flight, KV cache ~2 %, no queue.
+    Underutilized,
+    /// The process restarts when the scenario starts (counters reset, new
+    /// `process_start_time_seconds`), then runs healthy.
+    Restart,
+}
+
+impl Scenario {
+    /// Every scenario, in the order of [`Scenario::name`]s in `--help`.
+    pub const ALL: [Scenario; 6] = [
+        Scenario::Healthy,
+        Scenario::KvPressure,
+        Scenario::CacheKick,
+        Scenario::Queueing,
+        Scenario::Underutilized,
+        Scenario::Restart,
+    ];
+
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scenario::Healthy => "healthy",
+            Scenario::KvPressure => "kv-pressure",
+            Scenario::CacheKick => "cache-kick",
+            Scenario::Queueing => "queueing",
+            Scenario::Underutilized => "underutilized",
+            Scenario::Restart => "restart",
+        }
+    }
+
+    /// The scenario of a command-line name.
+    pub fn from_name(s: &str) -> Option<Scenario> {
+        Scenario::ALL.into_iter().find(|x| x.name() == s)
+    }
+}
+
+/// Scenarios over time: each starts at an offset (seconds after the plan starts) and lasts
+/// until the next. Written `healthy,kv-pressure@30m,healthy@1h` (the first without offset
+/// starts at 0; offsets as PromQL durations or seconds).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScenarioPlan {
+    /// (offset in seconds, scenario), offsets increasing, the first 0.
+    pub steps: Vec<(f64, Scenario)>,
+}
+
+impl ScenarioPlan {
+    /// One scenario from the start.
+    pub fn constant(s: Scenario) -> Self {
+        ScenarioPlan {
+            steps: vec![(0.0, s)],
+        }
+    }
+
+    /// Parses `NAME[@OFFSET],NAME@OFFSET,...`.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let mut steps: Vec<(f64, Scenario)> = Vec::new();
+        for (i, part) in text.split(',').enumerate() {
+            let part = part.trim();
+            let (name, off) = match part.split_once('@') {
+                Some((n, o)) => (n.trim(), Some(o.trim())),
+                None => (part, None),
+            };
+            let sc = Scenario::from_name(name).ok_or_else(|| {
+                format!(
+                    "unknown scenario {name:?} (one of {})",
+                    Scenario::ALL.map(|s| s.name()).join(", ")
+                )
+            })?;
+            let off = match off {
+                None if i == 0 => 0.0,
+                None => {
+                    return Err(format!(
+                        "scenario {name:?} needs a start: {name}@OFFSET (e.g. {name}@30m)"
+                    ))
+                }
+                Some(o) => o
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|x| x.is_finite() && *x >= 0.0)
+                    .or_else(|| {
+                        crate::api::params::parse_promql_duration_ms(o).map(|ms| ms as f64 / 1000.0)
+                    })
+                    .ok_or_else(|| {
+                        format!("scenario start {o:?} is not a duration (e.g. 90s, 30m) or seconds")
+                    })?,
+            };
+            if let Some((prev, _)) = steps.last() {
+                if off <= *prev {
+                    return Err(format!("scenario starts must increase: {part:?} starts at or before the one before it"));
+                }
+            } else if off != 0.0 {
+                steps.push((0.0, Scenario::Healthy));
+            }
+            steps.push((off, sc));
+        }
+        Ok(ScenarioPlan { steps })
+    }
+
+    /// The scenario at `t` seconds after the start and the offset at which it began.
+    pub fn at(&self, t: f64) -> (Scenario, f64) {
+        let i = self.steps.partition_point(|(o, _)| *o <= t).max(1) - 1;
+        (self.steps[i].1, self.steps[i].0)
+    }
+}
+
+/// Seconds over which a scenario's values move from the previous state to its own.
+const RAMP_S: f64 = 60.0;
+
+/// The workload of one step: what arrives, what is served and how it shows.
+#[derive(Debug, Clone, Copy)]
+struct Regime {
+    arrivals: f64,
+    served: f64,
+    /// The queue drains quickly (not saturated).
+    drain: bool,
+    running: f64,
+    kv: f64,
+    hit_rate: f64,
+    preempt_rate: f64,
+    noise: f64,
+    abort_frac: f64,
+    e4xx: f64,
+    ttft: f64,
+    itl: f64,
+    queue: f64,
+    prefill: f64,
+}
+
+/// The regime of `s`, `ramp` (0 → 1) of the way in from the healthy values.
+fn scenario_regime(
+    s: Scenario,
+    ramp: f64,
+    scale: f64,
+    noise: f64,
+    jitter: f64,
+    q: &QState,
+) -> Regime {
+    let mix = |healthy: f64, target: f64| healthy + (target - healthy) * ramp;
+    let healthy = Regime {
+        arrivals: 5.4 * scale * noise,
+        served: 5.4 * scale * noise,
+        drain: true,
+        running: 0.0,
+        kv: 0.22 + 0.06 * jitter,
+        hit_rate: 0.5,
+        preempt_rate: 0.0,
+        noise,
+        abort_frac: 0.02,
+        e4xx: 0.0,
+        ttft: 0.12,
+        itl: 0.02,
+        queue: 0.01,
+        prefill: 0.1,
+    };
+    let mut r = match s {
+        Scenario::Healthy | Scenario::Restart => healthy,
+        Scenario::KvPressure => Regime {
+            arrivals: mix(healthy.arrivals, 7.0 * scale * noise),
+            served: mix(healthy.served, 7.0 * scale * noise),
+            kv: mix(healthy.kv, (0.95 + 0.04 * jitter).min(0.99)),
+            hit_rate: mix(0.5, 0.44),
+            preempt_rate: mix(0.0, 1.5),
+            abort_frac: mix(0.02, 0.04),
+            ttft: mix(0.12, 0.6),
+            itl: mix(0.02, 0.045),
+            queue: mix(0.01, 0.05),
+            prefill: mix(0.1, 0.4),
+            ..healthy
+        },
+        Scenario::CacheKick => Regime {
+            kv: mix(healthy.kv, 0.93 + 0.05 * jitter),
+            hit_rate: mix(0.5, 0.06),
+            ttft: mix(0.12, 0.9),
+            itl: mix(0.02, 0.024),
+            prefill: mix(0.1, 0.8),
+            ..healthy
+        },
+        Scenario::Queueing => Regime {
+            arrivals: mix(healthy.arrivals, 8.0 * scale * noise),
+            served: mix(healthy.served, 6.0 * scale),
+            drain: false,
+            kv: mix(healthy.kv, 0.42 + 0.06 * jitter),
+            ..healthy
+        },
+        Scenario::Underutilized => Regime {
+            arrivals: mix(healthy.arrivals, 0.25 * scale * noise),
+            served: mix(healthy.served, 0.25 * scale * noise),
+            kv: mix(healthy.kv, 0.02 + 0.01 * jitter),
+            ttft: mix(0.12, 0.08),
+            itl: mix(0.02, 0.012),
+            ..healthy
+        },
+    };
+    if s == Scenario::Queueing {
+        // Little's law: the queue's wait is what is ahead divided by the service rate
+        r.queue = (q.waiting / r.served.max(0.1)).max(0.01);
+        r.ttft = r.queue + 0.12;
+    }
+    // Little's law: in flight = served per second x seconds in the engine
+    r.running = (r.served * (r.prefill + 200.0 * r.itl)).round().min(331.0);
+    r
+}
+
 /// A small deterministic PRNG (xorshift64*).
 #[derive(Debug, Clone)]
 pub struct Rng(u64);
@@ -236,6 +456,12 @@ pub struct VllmModel {
     start_time: f64,
     restarts: u64,
     rate_scale: f64,
+    /// Scenarios over time; `None`: the demo's cycle of steady load, saturation, restart.
+    plan: Option<ScenarioPlan>,
+    /// Unix seconds the plan started.
+    plan_start: f64,
+    /// Offset of the restart scenario already carried out.
+    restarted_for: Option<f64>,
     // state
     q: QState,
 }
@@ -453,8 +679,26 @@ impl VllmModel {
             start_time: start_unix,
             restarts: 0,
             rate_scale,
+            plan: None,
+            plan_start: start_unix,
+            restarted_for: None,
             q: QState::default(),
         }
+    }
+
+    /// Follows `plan` from unix time `start` (seconds) instead of the demo cycle: no
+    /// restarts but those of the restart scenario.
+    pub fn set_plan(&mut self, plan: ScenarioPlan, start: f64) {
+        self.plan = Some(plan);
+        self.plan_start = start;
+        self.restarted_for = None;
+    }
+
+    /// The scenario at the model's current time, if it follows a plan.
+    pub fn scenario(&self) -> Option<Scenario> {
+        self.plan
+            .as_ref()
+            .map(|p| p.at(self.now - self.plan_start).0)
     }
 
     /// The phase at the model's current time.
@@ -477,6 +721,10 @@ impl VllmModel {
 
     /// Restarts the process now: counters, histograms and gauges reset.
     pub fn restart(&mut self) {
+        self.restart_keep_plan();
+    }
+
+    fn restart_keep_plan(&mut self) {
         self.q = QState::default();
         for h in &mut self.hists {
             h.counts.iter_mut().for_each(|c| *c = 0);
@@ -495,7 +743,7 @@ impl VllmModel {
             let dt = (t - self.now).min(1.0);
             self.now += dt;
             let age = self.now - self.start_time + self.phase_offset_s;
-            if age >= self.cycle_s * 0.95 {
+            if self.plan.is_none() && age >= self.cycle_s * 0.95 {
                 self.restart();
                 continue;
             }
@@ -504,6 +752,19 @@ impl VllmModel {
     }
 
     fn step(&mut self, dt: f64) {
+        if let Some(plan) = &self.plan {
+            let (scenario, since) = plan.at(self.now - self.plan_start);
+            if scenario == Scenario::Restart && self.restarted_for != Some(since) {
+                self.restarted_for = Some(since);
+                self.restart_keep_plan();
+            }
+            let ramp = ((self.now - self.plan_start - since) / RAMP_S).clamp(0.0, 1.0);
+            let noise = 0.9 + 0.2 * self.rng.next_f64();
+            let jitter = self.rng.next_f64();
+            let r = scenario_regime(scenario, ramp, self.rate_scale, noise, jitter, &self.q);
+            self.apply(dt, r);
+            return;
+        }
         let phase = self.phase();
         let x = ((self.now - self.start_time + self.phase_offset_s) / self.cycle_s).fract();
         // 0 in steady state, rising to 1 over the saturation phase
@@ -521,16 +782,53 @@ impl VllmModel {
             * noise;
         let capacity = 8.0 * self.rate_scale;
         let served = arrivals.min(capacity - 2.0 * sat);
+        let e2e_median = 3.0 + 40.0 * sat;
+        let kv = (0.06 + 0.93 * sat + 0.02 * self.rng.next_f64()).min(0.9916);
+        let r = Regime {
+            arrivals,
+            served,
+            drain: phase != Phase::Saturated,
+            running: (served * e2e_median * 0.35).min(331.0).round(),
+            kv,
+            hit_rate: 0.5 - 0.33 * sat,
+            preempt_rate: 3.0 * sat * sat,
+            noise,
+            abort_frac: 0.02 + 0.08 * sat,
+            e4xx: 0.05 * sat,
+            ttft: 0.12 + 25.0 * sat * sat,
+            itl: 0.02 + 0.03 * sat,
+            queue: 0.01 + 24.0 * sat * sat,
+            prefill: 0.1 + 0.3 * sat,
+        };
+        self.apply(dt, r);
+    }
+
+    /// Advances the state by `dt` seconds under the regime `r`.
+    fn apply(&mut self, dt: f64, r: Regime) {
+        let Regime {
+            arrivals,
+            served,
+            drain,
+            running,
+            kv,
+            hit_rate,
+            preempt_rate,
+            noise,
+            abort_frac,
+            e4xx,
+            ttft,
+            itl,
+            queue,
+            prefill,
+        } = r;
         let q = &mut self.q;
         // queue
         q.waiting = (q.waiting + (arrivals - served) * dt).clamp(0.0, 400.0);
-        if phase != Phase::Saturated {
+        if drain {
             q.waiting = (q.waiting - 20.0 * dt).max(0.0);
         }
-        let e2e_median = 3.0 + 40.0 * sat;
-        q.running = (served * e2e_median * 0.35).min(331.0).round();
-        q.kv = (0.06 + 0.93 * sat + 0.02 * self.rng.next_f64()).min(0.9916);
-        let hit_rate = 0.5 - 0.33 * sat;
+        q.running = running;
+        q.kv = kv;
         q.acc_finished += served * dt;
         let finished = q.acc_finished.floor();
         q.acc_finished -= finished;
@@ -547,11 +845,9 @@ impl VllmModel {
         let gen_dist = Dist::LogNormal(200.0, 0.7);
         let gen_tokens = (finished * gen_dist.mean()).round();
         q.gen += gen_tokens;
-        let preempt_rate = 3.0 * sat * sat;
         let preempts = (preempt_rate * dt * noise).round();
         q.preemptions += preempts;
         // finished reasons: aborts rise with saturation
-        let abort_frac = 0.02 + 0.08 * sat;
         let fr = [0.86 - abort_frac, 0.07, abort_frac, 0.001, 0.0012];
         let mut left = finished;
         for (i, f) in fr.iter().enumerate() {
@@ -571,7 +867,7 @@ impl VllmModel {
         let models = q.acc_http_models.floor();
         q.acc_http_models -= models;
         q.http[2] += models;
-        q.acc_4xx += 0.005 * dt + 0.05 * sat * dt;
+        q.acc_4xx += 0.005 * dt + e4xx * dt;
         let e4 = q.acc_4xx.floor();
         q.acc_4xx -= e4;
         q.http[3] += e4;
@@ -586,11 +882,7 @@ impl VllmModel {
             q.gc_collected[i] += g * arrivals * dt;
             q.gc_collections[i] += g * 0.008 * arrivals * dt;
         }
-        let ttft = 0.12 + 25.0 * sat * sat;
-        let itl = 0.02 + 0.03 * sat;
-        let queue = 0.01 + 24.0 * sat * sat;
         let decode = 200.0 * itl;
-        let prefill = 0.1 + 0.3 * sat;
         let e2e = queue + prefill + decode;
         let first = n;
         let itl_n = (gen_tokens as u64).saturating_sub(first);
@@ -856,5 +1148,98 @@ mod tests {
         let after = values(&m.render());
         assert!(after[&key("vllm:prompt_tokens_total")] < sat[&key("vllm:prompt_tokens_total")]);
         assert!(after["process_start_time_seconds"] > steady["process_start_time_seconds"]);
+    }
+
+    #[test]
+    fn scenario_plans_parse_and_refuse() {
+        let p = ScenarioPlan::parse("healthy,kv-pressure@30m,healthy@3600").unwrap();
+        assert_eq!(
+            p.steps,
+            vec![
+                (0.0, Scenario::Healthy),
+                (1800.0, Scenario::KvPressure),
+                (3600.0, Scenario::Healthy)
+            ]
+        );
+        assert_eq!(p.at(1799.0), (Scenario::Healthy, 0.0));
+        assert_eq!(p.at(1800.0), (Scenario::KvPressure, 1800.0));
+        assert_eq!(
+            ScenarioPlan::parse("queueing@10m").unwrap().steps[0],
+            (0.0, Scenario::Healthy)
+        );
+        for bad in [
+            "",
+            "sick",
+            "healthy,queueing",
+            "healthy,queueing@x",
+            "healthy@5m,queueing@1m",
+        ] {
+            assert!(ScenarioPlan::parse(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    /// Rates of a counter and means of gauges over the last `secs` of a run.
+    fn run(
+        s: Scenario,
+        secs: f64,
+    ) -> (
+        std::collections::BTreeMap<String, f64>,
+        std::collections::BTreeMap<String, f64>,
+    ) {
+        let t0 = 1_800_000_000.0;
+        let mut m = VllmModel::new(3, t0, 600.0);
+        m.set_plan(ScenarioPlan::constant(s), t0);
+        m.advance_to(t0 + secs);
+        let a = values(&m.render());
+        m.advance_to(t0 + secs + 300.0);
+        (a, values(&m.render()))
+    }
+
+    #[test]
+    fn scenarios_change_the_model_like_the_state_they_name() {
+        let key = |n: &str| {
+            format!("{n}{{engine=\"0\",model_name=\"meta-llama/Llama-3.1-8B-Instruct\"}}")
+        };
+        let d = |a: &std::collections::BTreeMap<String, f64>,
+                 b: &std::collections::BTreeMap<String, f64>,
+                 n: &str| b[&key(n)] - a[&key(n)];
+        let hit = |a, b| {
+            d(a, b, "vllm:prefix_cache_hits_total") / d(a, b, "vllm:prefix_cache_queries_total")
+        };
+        let (a, b) = run(Scenario::Healthy, 600.0);
+        assert!(b[&key("vllm:kv_cache_usage_perc")] < 0.5);
+        assert_eq!(d(&a, &b, "vllm:num_preemptions_total"), 0.0);
+        assert_eq!(b[&key("vllm:num_requests_waiting")], 0.0);
+        assert!(b[&key("vllm:num_requests_running")] >= 10.0);
+        assert!((hit(&a, &b) - 0.5).abs() < 0.05);
+        let (a, b) = run(Scenario::KvPressure, 600.0);
+        assert!(b[&key("vllm:kv_cache_usage_perc")] >= 0.94);
+        assert!(d(&a, &b, "vllm:num_preemptions_total") > 100.0);
+        assert!(hit(&a, &b) > 0.4);
+        assert_eq!(b[&key("vllm:num_requests_waiting")], 0.0);
+        let (a, b) = run(Scenario::CacheKick, 600.0);
+        assert!(b[&key("vllm:kv_cache_usage_perc")] >= 0.92);
+        assert_eq!(d(&a, &b, "vllm:num_preemptions_total"), 0.0);
+        assert!(hit(&a, &b) < 0.1);
+        let (a, b) = run(Scenario::Queueing, 600.0);
+        assert!(a[&key("vllm:num_requests_waiting")] > 50.0);
+        assert!(b[&key("vllm:num_requests_waiting")] >= a[&key("vllm:num_requests_waiting")]);
+        assert!(b[&key("vllm:kv_cache_usage_perc")] < 0.6);
+        let (_, b) = run(Scenario::Underutilized, 600.0);
+        assert!(b[&key("vllm:num_requests_running")] <= 2.0);
+        assert!(b[&key("vllm:kv_cache_usage_perc")] < 0.05);
+        // restart: once, at the scenario's start, then healthy
+        let t0 = 1_800_000_000.0;
+        let mut m = VllmModel::new(3, t0, 600.0);
+        m.set_plan(ScenarioPlan::parse("healthy,restart@20m").unwrap(), t0);
+        m.advance_to(t0 + 1199.0);
+        let before = values(&m.render());
+        m.advance_to(t0 + 1260.0);
+        assert_eq!(m.restarts(), 1);
+        let after = values(&m.render());
+        assert!(after[&key("vllm:prompt_tokens_total")] < before[&key("vllm:prompt_tokens_total")]);
+        m.advance_to(t0 + 7200.0);
+        assert_eq!(m.restarts(), 1);
+        assert_eq!(m.scenario(), Some(Scenario::Restart));
     }
 }
