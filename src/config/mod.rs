@@ -408,7 +408,7 @@ impl Config {
             }
             if let Some(s) = sc.unimplemented_sections().first() {
                 return Err(ConfigError::Invalid(format!(
-                    "job {:?}: {s} is not supported by inferdb (service discovery: static_configs, file_sd_configs, http_sd_configs, dns_sd_configs)",
+                    "job {:?}: {s} is not supported by inferdb (service discovery: static_configs, file_sd_configs, http_sd_configs, dns_sd_configs, kubernetes_sd_configs)",
                     sc.job_name
                 )));
             }

@@ -1,5 +1,5 @@
 //! `scrape_configs` entries (jobs) and their target sources: `static_configs` and
-//! `file_sd_configs` here, `http_sd_configs` and `dns_sd_configs` with their mechanisms in
+//! `file_sd_configs` here, `http_sd_configs`, `dns_sd_configs` and `kubernetes_sd_configs` with their mechanisms in
 //! [`crate::discovery`]. Service discoveries inferdb does not implement are refused by name.
 
 use std::collections::BTreeMap;
@@ -164,6 +164,9 @@ macro_rules! scrape_config {
             /// DNS service discovery.
             #[serde(default)]
             pub dns_sd_configs: Vec<crate::discovery::dns::DnsSdConfig>,
+            /// Kubernetes service discovery.
+            #[serde(default)]
+            pub kubernetes_sd_configs: Vec<crate::discovery::kubernetes::KubernetesSdConfig>,
             /// Basic auth.
             #[serde(default)]
             pub basic_auth: Option<BasicAuth>,
@@ -245,7 +248,7 @@ macro_rules! with_unimplemented_sds {
 pub(crate) use {with_other_sds, with_unimplemented_sds};
 
 // jobs refuse the service discoveries inferdb lacks, naming them
-with_other_sds!(scrape_config, kubernetes_sd_configs);
+with_other_sds!(scrape_config);
 
 impl ScrapeConfig {
     /// The effective interval.
@@ -270,6 +273,9 @@ impl ScrapeConfig {
         }
         for h in &mut self.http_sd_configs {
             h.http.set_directory(dir);
+        }
+        for k in &mut self.kubernetes_sd_configs {
+            k.set_directory(dir);
         }
         resolve_secret_files(self.basic_auth.as_mut(), self.authorization.as_mut(), dir);
         if let Some(t) = &mut self.tls_config {

@@ -102,6 +102,15 @@ where
 }
 
 impl HttpClientConfig {
+    /// The settings of an entry that sets none (redirects followed, HTTP/2 allowed).
+    pub fn default_settings() -> Self {
+        HttpClientConfig {
+            follow_redirects: true,
+            enable_http2: true,
+            ..Default::default()
+        }
+    }
+
     /// Prometheus' checks, and refusals of what inferdb does not implement.
     pub fn validate(&self) -> Result<(), String> {
         check_auth(self.basic_auth.as_ref(), self.authorization.as_ref())?;

@@ -15,6 +15,7 @@ pub mod client;
 pub mod dns;
 pub mod file;
 pub mod http;
+pub mod kubernetes;
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
@@ -290,6 +291,14 @@ fn wanted(sc: &ScrapeConfig) -> Vec<(String, String, Start)> {
             format!("http/{i}/{c:?}"),
             format!("http_sd_configs {}", c.url),
             Box::new(move |up| http::start(c, up)),
+        ));
+    }
+    for (i, c) in sc.kubernetes_sd_configs.iter().enumerate() {
+        let c = c.clone();
+        v.push((
+            format!("kubernetes/{i}/{c:?}"),
+            "kubernetes_sd_configs".into(),
+            Box::new(move |up| kubernetes::start(c, up)),
         ));
     }
     for (i, c) in sc.dns_sd_configs.iter().enumerate() {

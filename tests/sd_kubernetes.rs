@@ -1,0 +1,390 @@
+//! Kubernetes service discovery against a fake API server: `inferdb serve` with the
+//! relabelling of a typical vLLM deployment (keep pods annotated `prometheus.io/scrape`,
+//! in phase Running, the port named `metrics`; `namespace`/`pod`/`model` labels) finds the
+//! pods the server lists, follows them through the watch stream (added, phase changed,
+//! deleted), and loses nothing and duplicates nothing when the server closes the stream or
+//! answers `410 Gone`.
+//!
+//! The fake server answers `/version`, paged lists (`limit`/`continue`, `resourceVersion`)
+//! and watches (`resourceVersion`, `allowWatchBookmarks`, `timeoutSeconds`) of pods from
+//! JSON shaped like the real API's, as JSON whatever the `Accept` header.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{start_inferdb_with, Client};
+use serde_json::{json, Value};
+
+#[derive(Default)]
+struct Cluster {
+    rv: u64,
+    pods: BTreeMap<String, Value>,
+    /// Events by resource version, for watches that start behind.
+    history: Vec<(u64, String)>,
+    /// The next watch gets `410 Gone` (its version was compacted away).
+    gone_next: bool,
+    /// Changes are not sent to open watches nor kept in the history.
+    quiet: bool,
+    watchers: Vec<Sender<String>>,
+    /// Requests seen, for the test's assertions.
+    requests: Vec<String>,
+}
+
+#[derive(Clone, Default)]
+struct FakeApi(Arc<Mutex<Cluster>>);
+
+fn pod(name: &str, ip: &str, phase: &str, model: &str) -> Value {
+    json!({
+        "kind": "Pod", "apiVersion": "v1",
+        "metadata": {
+            "name": name, "namespace": "llm", "uid": format!("uid-{name}"),
+            "labels": {"app": "vllm", "model": model},
+            "annotations": {"prometheus.io/scrape": "true"},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "vllm-7d9f", "uid": "rs1", "controller": true}]
+        },
+        "spec": {
+            "nodeName": "gpu-node-1",
+            "containers": [{
+                "name": "vllm", "image": "vllm/vllm-openai:v0.6.3",
+                "ports": [
+                    {"name": "http", "containerPort": 8000, "protocol": "TCP"},
+                    {"name": "metrics", "containerPort": 8001, "protocol": "TCP"}
+                ]
+            }, {"name": "sidecar", "image": "envoy:1"}]
+        },
+        "status": {
+            "phase": phase, "podIP": ip, "hostIP": "10.0.0.1",
+            "conditions": [{"type": "Ready", "status": if phase == "Running" { "True" } else { "False" }}],
+            "containerStatuses": [{"name": "vllm", "containerID": format!("containerd://{name}")}]
+        }
+    })
+}
+
+impl FakeApi {
+    fn event(&self, kind: &str, mut obj: Value) {
+        let mut c = self.0.lock().unwrap();
+        c.rv += 1;
+        let rv = c.rv;
+        obj["metadata"]["resourceVersion"] = json!(rv.to_string());
+        let key = obj["metadata"]["name"].as_str().unwrap().to_string();
+        if kind == "DELETED" {
+            c.pods.remove(&key);
+        } else {
+            c.pods.insert(key, obj.clone());
+        }
+        let line = json!({"type": kind, "object": obj}).to_string();
+        if c.quiet {
+            return;
+        }
+        c.history.push((rv, line.clone()));
+        c.watchers.retain(|w| w.send(line.clone()).is_ok());
+    }
+
+    fn upsert(&self, obj: Value) {
+        let name = obj["metadata"]["name"].as_str().unwrap().to_string();
+        let kind = if self.0.lock().unwrap().pods.contains_key(&name) {
+            "MODIFIED"
+        } else {
+            "ADDED"
+        };
+        self.event(kind, obj);
+    }
+
+    /// Ends every open watch stream.
+    fn close_watches(&self) {
+        self.0.lock().unwrap().watchers.clear();
+    }
+
+    /// Makes `changes` that no watch sees, forgets the history and ends the streams: the
+    /// next watch gets `410 Gone` and only a new list shows the changes.
+    fn expire(&self, changes: impl FnOnce(&FakeApi)) {
+        self.0.lock().unwrap().quiet = true;
+        changes(self);
+        let mut c = self.0.lock().unwrap();
+        c.quiet = false;
+        c.gone_next = true;
+        c.history.clear();
+        c.watchers.clear();
+    }
+
+    fn serve(&self) -> u16 {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let me = self.clone();
+        std::thread::spawn(move || {
+            for s in l.incoming().flatten() {
+                let me = me.clone();
+                std::thread::spawn(move || me.handle(s));
+            }
+        });
+        port
+    }
+
+    fn handle(&self, s: TcpStream) {
+        let mut r = BufReader::new(s.try_clone().unwrap());
+        let mut first = String::new();
+        if r.read_line(&mut first).is_err() {
+            return;
+        }
+        loop {
+            let mut h = String::new();
+            if r.read_line(&mut h).is_err() || h.trim().is_empty() {
+                break;
+            }
+        }
+        let target = first.split_whitespace().nth(1).unwrap_or("/").to_string();
+        self.0.lock().unwrap().requests.push(target.clone());
+        let (path, q) = target.split_once('?').unwrap_or((&target, ""));
+        let q: BTreeMap<String, String> =
+            form_urlencoded::parse(q.as_bytes()).into_owned().collect();
+        let mut s = s;
+        let reply = |s: &mut TcpStream, code: &str, body: &str| {
+            let _ = write!(
+                s,
+                "HTTP/1.1 {code}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        };
+        match path {
+            "/version" => reply(
+                &mut s,
+                "200 OK",
+                r#"{"major":"1","minor":"30","gitVersion":"v1.30.2"}"#,
+            ),
+            "/api/v1/pods" | "/api/v1/namespaces/llm/pods" if !q.contains_key("watch") => {
+                let c = self.0.lock().unwrap();
+                let limit: usize = q
+                    .get("limit")
+                    .and_then(|l| l.parse().ok())
+                    .unwrap_or(usize::MAX);
+                let from: usize = q.get("continue").and_then(|l| l.parse().ok()).unwrap_or(0);
+                let all: Vec<&Value> = c.pods.values().collect();
+                let page: Vec<&Value> = all.iter().skip(from).take(limit).cloned().collect();
+                let cont = if from + page.len() < all.len() {
+                    (from + page.len()).to_string()
+                } else {
+                    String::new()
+                };
+                let body = json!({"kind": "PodList", "apiVersion": "v1",
+                    "metadata": {"resourceVersion": c.rv.to_string(), "continue": cont},
+                    "items": page});
+                reply(&mut s, "200 OK", &body.to_string());
+            }
+            "/api/v1/pods" | "/api/v1/namespaces/llm/pods" => {
+                let rx: Receiver<String>;
+                let mut backlog = vec![];
+                {
+                    let mut c = self.0.lock().unwrap();
+                    let from: u64 = q
+                        .get("resourceVersion")
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or(0);
+                    if std::mem::take(&mut c.gone_next) {
+                        backlog.push(json!({"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                            "message": "too old resource version", "reason": "Expired", "code": 410}}).to_string());
+                        let (_tx, r) = channel();
+                        rx = r;
+                    } else {
+                        backlog.extend(
+                            c.history
+                                .iter()
+                                .filter(|(v, _)| *v > from)
+                                .map(|(_, l)| l.clone()),
+                        );
+                        let (tx, r) = channel();
+                        c.watchers.push(tx);
+                        rx = r;
+                    }
+                }
+                let _ = write!(s, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n");
+                let chunk = |s: &mut TcpStream, line: &str| {
+                    let l = format!("{line}\n");
+                    write!(s, "{:x}\r\n{l}\r\n", l.len()).and_then(|_| s.flush())
+                };
+                for l in backlog {
+                    if chunk(&mut s, &l).is_err() {
+                        return;
+                    }
+                }
+                while let Ok(l) = rx.recv() {
+                    if chunk(&mut s, &l).is_err() {
+                        return;
+                    }
+                }
+                let _ = write!(s, "0\r\n\r\n");
+            }
+            _ => reply(&mut s, "404 Not Found", r#"{"kind":"Status","code":404}"#),
+        }
+    }
+}
+
+/// (labels, discoveredLabels) of the active targets, labels as canonical JSON.
+fn active(client: &Client, base: &str) -> BTreeSet<String> {
+    let (st, body) = client.get(&format!("{base}/api/v1/targets?state=active"));
+    assert_eq!(st, 200, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    v["data"]["activeTargets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["labels"].to_string())
+        .collect()
+}
+
+fn target(pod: &str, ip: &str, model: &str) -> String {
+    json!({"instance": format!("{ip}:8001"), "job": "vllm", "model": model, "namespace": "llm", "pod": pod}).to_string()
+}
+
+fn wait_for(client: &Client, base: &str, want: &BTreeSet<String>, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let got = active(client, base);
+        if &got == want {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: want {want:#?}\ngot {got:#?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn pods_are_followed_through_list_and_watch() {
+    let api = FakeApi::default();
+    api.upsert(pod("vllm-0", "10.1.0.10", "Running", "llama-3-8b"));
+    api.upsert(pod("vllm-1", "10.1.0.11", "Running", "llama-3-8b"));
+    api.upsert(pod("vllm-2", "10.1.0.12", "Pending", "qwen-2"));
+    let mut other = pod("web-0", "10.1.0.20", "Running", "none");
+    other["metadata"]["annotations"] = json!({});
+    api.upsert(other);
+    let port = api.serve();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("prometheus.yml");
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"global: {{scrape_interval: 1m, scrape_timeout: 1s}}
+scrape_configs:
+  - job_name: vllm
+    kubernetes_sd_configs:
+      - role: pod
+        api_server: http://127.0.0.1:{port}
+        namespaces: {{names: [llm]}}
+        selectors: [{{role: pod, label: app=vllm}}]
+    relabel_configs:
+      - {{source_labels: [__meta_kubernetes_pod_annotation_prometheus_io_scrape], regex: 'true', action: keep}}
+      - {{source_labels: [__meta_kubernetes_pod_phase], regex: Running, action: keep}}
+      - {{source_labels: [__meta_kubernetes_pod_container_port_name], regex: metrics, action: keep}}
+      - {{source_labels: [__meta_kubernetes_namespace], target_label: namespace}}
+      - {{source_labels: [__meta_kubernetes_pod_name], target_label: pod}}
+      - {{source_labels: [__meta_kubernetes_pod_label_model], target_label: model}}
+"#
+        ),
+    )
+    .unwrap();
+    let client = Client::new();
+    let (_p, base) = start_inferdb_with(
+        dir.path(),
+        &dir.path().join("data"),
+        &["--config.file", cfg.to_str().unwrap()],
+        &client,
+    );
+    let mut want: BTreeSet<String> = [
+        target("vllm-0", "10.1.0.10", "llama-3-8b"),
+        target("vllm-1", "10.1.0.11", "llama-3-8b"),
+    ]
+    .into();
+    wait_for(&client, &base, &want, "initial list");
+    {
+        let c = api.0.lock().unwrap();
+        let list = c.requests.iter().find(|r| !r.contains("watch=")).unwrap();
+        assert!(list.starts_with("/api/v1/namespaces/llm/pods?"), "{list}");
+        assert!(
+            list.contains("labelSelector=app%3Dvllm") && list.contains("limit="),
+            "{list}"
+        );
+        let w = c
+            .requests
+            .iter()
+            .find(|r| r.contains("watch=true"))
+            .unwrap();
+        assert!(
+            w.contains("allowWatchBookmarks=true")
+                && w.contains("timeoutSeconds=")
+                && w.contains("resourceVersion=4"),
+            "{w}"
+        );
+    }
+    // through the watch: a pod starts running, a pod is added, a pod is deleted
+    api.upsert(pod("vllm-2", "10.1.0.12", "Running", "qwen-2"));
+    api.upsert(pod("vllm-3", "10.1.0.13", "Running", "qwen-2"));
+    api.event(
+        "DELETED",
+        pod("vllm-0", "10.1.0.10", "Running", "llama-3-8b"),
+    );
+    want.remove(&target("vllm-0", "10.1.0.10", "llama-3-8b"));
+    want.insert(target("vllm-2", "10.1.0.12", "qwen-2"));
+    want.insert(target("vllm-3", "10.1.0.13", "qwen-2"));
+    wait_for(&client, &base, &want, "after watch events");
+    // a pod leaves Running
+    api.upsert(pod("vllm-1", "10.1.0.11", "Failed", "llama-3-8b"));
+    want.remove(&target("vllm-1", "10.1.0.11", "llama-3-8b"));
+    wait_for(&client, &base, &want, "after a phase change");
+
+    // the server closes the stream: changes after are still seen (watch resumed)
+    let lists_before = api
+        .0
+        .lock()
+        .unwrap()
+        .requests
+        .iter()
+        .filter(|r| !r.contains("watch="))
+        .count();
+    api.close_watches();
+    std::thread::sleep(Duration::from_millis(300));
+    api.upsert(pod("vllm-4", "10.1.0.14", "Running", "qwen-2"));
+    want.insert(target("vllm-4", "10.1.0.14", "qwen-2"));
+    wait_for(&client, &base, &want, "after the stream closed");
+    let lists_after = api
+        .0
+        .lock()
+        .unwrap()
+        .requests
+        .iter()
+        .filter(|r| !r.contains("watch="))
+        .count();
+    assert_eq!(
+        lists_before, lists_after,
+        "a closed stream is resumed, not re-listed"
+    );
+
+    // 410 Gone: changes no watch saw, the history compacted, the stream ended
+    api.expire(|api| {
+        api.upsert(pod("vllm-5", "10.1.0.15", "Running", "qwen-2"));
+        api.event("DELETED", pod("vllm-2", "10.1.0.12", "Running", "qwen-2"));
+    });
+    want.insert(target("vllm-5", "10.1.0.15", "qwen-2"));
+    want.remove(&target("vllm-2", "10.1.0.12", "qwen-2"));
+    wait_for(&client, &base, &want, "after 410 Gone and a new list");
+    let lists = api
+        .0
+        .lock()
+        .unwrap()
+        .requests
+        .iter()
+        .filter(|r| !r.contains("watch="))
+        .count();
+    assert!(lists > lists_after, "410 Gone makes a new list");
+    // and the watch goes on after the new list
+    api.event("DELETED", pod("vllm-5", "10.1.0.15", "Running", "qwen-2"));
+    want.remove(&target("vllm-5", "10.1.0.15", "qwen-2"));
+    wait_for(&client, &base, &want, "watching after the new list");
+}
