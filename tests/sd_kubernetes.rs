@@ -202,7 +202,7 @@ impl FakeApi {
                         rx = r;
                     }
                 }
-                let _ = write!(s, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n");
+                let _ = write!(s, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n");
                 let chunk = |s: &mut TcpStream, line: &str| {
                     let l = format!("{line}\n");
                     write!(s, "{:x}\r\n{l}\r\n", l.len()).and_then(|_| s.flush())
@@ -303,6 +303,12 @@ scrape_configs:
     ]
     .into();
     wait_for(&client, &base, &want, "initial list");
+    // the watch request follows the list
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !api.0.lock().unwrap().requests.iter().any(|r| r.contains("watch=true")) {
+        assert!(Instant::now() < deadline, "no watch request");
+        std::thread::sleep(Duration::from_millis(50));
+    }
     {
         let c = api.0.lock().unwrap();
         let list = c.requests.iter().find(|r| !r.contains("watch=")).unwrap();
