@@ -305,7 +305,14 @@ scrape_configs:
     wait_for(&client, &base, &want, "initial list");
     // the watch request follows the list
     let deadline = Instant::now() + Duration::from_secs(20);
-    while !api.0.lock().unwrap().requests.iter().any(|r| r.contains("watch=true")) {
+    while !api
+        .0
+        .lock()
+        .unwrap()
+        .requests
+        .iter()
+        .any(|r| r.contains("watch=true"))
+    {
         assert!(Instant::now() < deadline, "no watch request");
         std::thread::sleep(Duration::from_millis(50));
     }
