@@ -109,6 +109,9 @@ impl Browser {
 
     async fn screenshot(&self, name: &str) {
         let png = self.c.screenshot().await.unwrap();
+        // PNG header: width and height, big-endian, at bytes 16..24
+        let size = |i: usize| u32::from_be_bytes(png[i..i + 4].try_into().unwrap());
+        assert_eq!((size(16), size(20)), (1280, 800), "{name} screenshot size");
         std::fs::write(shots_dir().join(format!("{name}.png")), png).unwrap();
     }
 }
@@ -188,6 +191,18 @@ async fn start_browser(work: &std::path::Path) -> (Proc, Browser) {
         .await
         .unwrap_or_else(|e| panic!("chromedriver session: {e}\n{}", driver.log()));
     let session = c.session_id().await.unwrap().unwrap();
+    // a 1280x800 viewport: the window plus whatever the browser's frame takes
+    let frame = c
+        .execute(
+            "return [window.outerWidth - window.innerWidth, window.outerHeight - window.innerHeight]",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let frame: (u32, u32) = serde_json::from_value(frame).unwrap();
+    c.set_window_size(1280 + frame.0, 800 + frame.1)
+        .await
+        .unwrap();
     (
         driver,
         Browser {
@@ -255,7 +270,7 @@ async fn web_ui_in_chromium() {
         b.c.goto(&format!("{base}/{page}")).await.unwrap();
         b.wait_js(
             "return document.querySelector('nav.top a.active') !== null && \
-             !document.body.innerText.includes('Loading…')",
+             document.body.dataset.ready === '1' && !document.body.innerText.includes('Loading…')",
             page,
         )
         .await;
@@ -547,5 +562,43 @@ async fn web_ui_in_chromium() {
     b.assert_no_console_errors("fleet").await;
 
     b.c.close().await.unwrap();
+    server.terminate();
+}
+
+/// The UI sits behind the same basic authentication as the API: pages, assets and the `/`
+/// redirect answer 401 without credentials, and are served with them.
+#[test]
+fn ui_requires_the_apis_basic_auth() {
+    let work = tempfile::tempdir().unwrap();
+    let hash = bcrypt::hash("s3cret", 4).unwrap();
+    let web = work.path().join("web.yml");
+    std::fs::write(&web, format!("basic_auth_users:\n  admin: '{hash}'\n")).unwrap();
+    let port = free_port();
+    let mut cmd = common::serve_command(&work.path().join("data"), port);
+    cmd.arg("--web.config.file").arg(&web);
+    let mut server = Proc::spawn("inferdb", &mut cmd, work.path().join("inferdb.log"));
+    server.wait_listening(port);
+    let client = common::Client::new();
+    let base = format!("http://127.0.0.1:{port}");
+    let (_, html) = client.send(
+        client
+            .http
+            .get(format!("{base}/query"))
+            .basic_auth("admin", Some("s3cret")),
+    );
+    let asset = html
+        .split("src=\"")
+        .nth(1)
+        .and_then(|s| s.split('"').next())
+        .unwrap_or_else(|| panic!("no script in {html}"))
+        .to_string();
+    for path in ["/", "/query", "/fleet", "/targets", &format!("/{asset}")] {
+        let url = format!("{base}{path}");
+        assert_eq!(client.status(&url), Some(401), "{path} without credentials");
+        let req = client.http.get(&url).basic_auth("admin", Some("s3cret"));
+        let (status, _) = client.send(req);
+        // `/` redirects to the query page (no vLLM series here), followed with the same header
+        assert_eq!(status, 200, "{path} with credentials");
+    }
     server.terminate();
 }

@@ -347,6 +347,20 @@ mod tests {
     }
 
     #[test]
+    fn our_scripts_use_relative_urls_only() {
+        // an absolute path ('/api/v1/...') would miss a route prefix or a proxy's path
+        for a in ASSETS
+            .iter()
+            .filter(|a| a.name.ends_with(".js") && !a.name.contains("vendor"))
+        {
+            let text = std::str::from_utf8(a.body).unwrap();
+            for q in ['\'', '"', '`'] {
+                assert!(!text.contains(&format!("{q}/")), "{}: absolute URL", a.name);
+            }
+        }
+    }
+
+    #[test]
     fn whole_ui_is_under_500_kb_gzipped() {
         let n = gzipped_bytes();
         assert!(n < 500_000, "{n} bytes gzipped");

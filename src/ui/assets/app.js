@@ -1,6 +1,6 @@
 // The UI's entry: the navigation bar, then the page the shell names (body[data-page]).
 
-import {el, notice} from './util.js';
+import {el, notice, ready} from './util.js';
 import * as query from './query.js';
 import * as fleet from './fleet.js';
 import {PAGES} from './status.js';
@@ -25,10 +25,12 @@ function main() {
     NAV.map(([p, t]) => el('a', {href: p, class: p === page ? 'active' : '', 'aria-current': p === page ? 'page' : false}, t))));
   const root = document.getElementById('main');
   try {
-    if (page === 'query') query.render(root);
-    else if (page === 'fleet') fleet.render(root);
-    else if (PAGES[page]) PAGES[page](root);
+    let done;
+    if (page === 'query') done = query.render(root).loaded;
+    else if (page === 'fleet') done = fleet.render(root).loaded;
+    else if (PAGES[page]) done = PAGES[page](root);
     else root.append(notice('error', `Unknown page ${page}`));
+    Promise.resolve(done).then(ready);
   } catch (e) {
     root.append(notice('error', `This page failed: ${e.message}`));
     throw e;

@@ -43,7 +43,8 @@ export function legendText(metric, dropName) {
 
 /**
  * Draws `result` (a matrix) into `host`; returns the uPlot instance (or null when empty).
- * opts: {start, end, step (seconds), stacked, unit, height, legend (fn metric -> text)}.
+ * opts: {start, end, step (seconds), stacked, unit, height, legend (fn metric -> text),
+ * style (fn (metric, i) -> {stroke, dash})}.
  */
 export function drawChart(host, result, opts) {
   host.replaceChildren();
@@ -55,9 +56,11 @@ export function drawChart(host, result, opts) {
     data = cols.map((c) => c.map((v, i) => (v === null ? null : (acc[i] += v))));
   }
   const legend = opts.legend || ((m) => legendText(m, true));
+  const style = opts.style || ((m, i) => ({stroke: color(i)}));
   const series = [{label: 'time'}].concat(result.map((s, i) => ({
     label: legend(s.metric),
-    stroke: color(i),
+    stroke: style(s.metric, i).stroke,
+    dash: style(s.metric, i).dash,
     width: 1.5,
     fill: opts.stacked ? color(i) + '55' : undefined,
     spanGaps: false,

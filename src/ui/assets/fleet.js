@@ -4,7 +4,7 @@
 // every panel links to its expressions on the query page, and an empty panel says why.
 
 import {el, api, formatHuman, formatDuration, parseDuration, notice, heading} from './util.js';
-import {drawChart, emptyChart} from './chart.js';
+import {drawChart, emptyChart, color} from './chart.js';
 import {writePanels} from './query.js';
 
 const RANGES = ['15m', '1h', '3h', '6h', '12h', '1d', '2d', '7d'];
@@ -78,6 +78,18 @@ function panelExprs(p) {
   return p.q ? QUANTILES.map((q) => p.q(q)) : [p.expr];
 }
 
+const DASH = {p50: undefined, p95: [6, 4], p99: [2, 3]};
+const groupKey = (m) => JSON.stringify(Object.entries(m).filter(([k]) => k !== 'quantile'));
+
+/** Legend text: the model first, then the other labels, then the quantile. */
+function legendOf(m) {
+  const parts = [];
+  if (m.model_name !== undefined) parts.push(m.model_name);
+  for (const [k, v] of Object.entries(m)) if (k !== 'model_name' && k !== 'quantile') parts.push(`${k}=${v}`);
+  if (m.quantile) parts.push(m.quantile);
+  return parts.join(' · ') || '(no labels)';
+}
+
 const keyOf = (metric, labels) => JSON.stringify(labels.map((l) => metric[l] ?? ''));
 
 class FleetPage {
@@ -105,6 +117,7 @@ class FleetPage {
       this.updated = el('span', {class: 'stats'}));
     this.msgs = el('div', {class: 'messages'});
     this.body = el('div', {class: 'fleet'});
+    this.loaded = new Promise((resolve) => (this.onLoaded = resolve));
     main.append(heading('vLLM fleet', 'Throughput, latency, caches, queue and GPUs of every vLLM server scraped. ' +
       'Each panel links to its expressions on the query page.'), this.controls, this.msgs, this.body);
     this.load();
@@ -155,6 +168,7 @@ class FleetPage {
       table = await this.summary(tableExprs, groupLabels, t, wTable, msgs);
     } catch (e) {
       this.msgs.replaceChildren(notice('error', `Error: ${e.message}`));
+      this.onLoaded();
       this.schedule();
       return;
     }
@@ -183,6 +197,7 @@ class FleetPage {
     this.body.replaceChildren(...nodes);
     await Promise.all(jobs);
     if (seq !== this.seq) return;
+    this.onLoaded();
     this.updated.textContent = `Updated ${new Date().toLocaleTimeString()} · rate windows ${wTable} (table), ${wChart} (charts)`;
     this.schedule();
   }
@@ -222,7 +237,7 @@ class FleetPage {
     }
     const head = groupLabels.map((l) => (l === 'model_name' ? 'Model' : 'Instance'))
       .concat(cols.map((c) => el('a', {href: queryLink([c.expr], 3600), title: c.expr}, c.title)));
-    return el('table', {class: 'grid summary', 'data-time': String(t)},
+    return el('div', {class: 'summary-wrap'}, el('table', {class: 'grid summary', 'data-time': String(t)},
       el('caption', {}, `Now (rate windows ${w})`),
       el('thead', {}, el('tr', {}, head.map((h) => el('th', {}, h)))),
       el('tbody', {}, sorted.map(([k, r]) => el('tr', {'data-key': k},
@@ -232,7 +247,7 @@ class FleetPage {
           return el('td', {class: 'num', 'data-col': c.id, 'data-expr': c.expr, 'data-raw': raw ?? '', 'data-unit': c.unit,
             title: raw === undefined ? 'no value: see the panel below' : raw},
           raw === undefined ? '–' : formatHuman(Number(raw), c.unit));
-        })))));
+        }))))));
   }
 
   /** One chart panel; quantile panels draw p50/p95/p99 of each group. */
@@ -259,8 +274,11 @@ class FleetPage {
         emptyChart(host, reason || await this.why(p, view));
         return;
       }
+      // one colour per model (or model and instance); quantiles by dash: p50 solid, p95 dashed, p99 dotted
+      const groups = [...new Set(result.map((s) => groupKey(s.metric)))];
       const chart = drawChart(host, result, {start: view.start, end: view.end, step: view.step, unit: p.unit, height: 200,
-        legend: (m) => Object.entries(m).map(([k, v]) => (k === 'quantile' ? v : k === 'model_name' ? v : `${k}=${v}`)).join(' · ')});
+        legend: legendOf,
+        style: (m) => ({stroke: color(groups.indexOf(groupKey(m))), dash: DASH[m.quantile]})});
       if (chart) this.charts.push(chart);
     } catch (e) {
       host.replaceChildren(notice('error', `Error: ${e.message}`));

@@ -380,7 +380,8 @@ class QueryPage {
     const states = readPanels(location.search);
     this.panels = [];
     for (const s of states.length ? states : [defaultPanel()]) this.add(s);
-    for (const p of this.panels) if (p.s.expr) p.run(false);
+    /** Resolves once every panel's first answer is drawn. */
+    this.loaded = Promise.all(this.panels.filter((p) => p.s.expr).map((p) => p.run(false)));
     if (!states.length) this.panels[0].input.focus();
   }
 

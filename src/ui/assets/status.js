@@ -1,8 +1,9 @@
 // The status pages: targets, service discovery, rules, alerts, TSDB status, configuration,
 // command-line flags, runtime and build information. Each reads the same API Grafana reads.
 
-import {el, api, ago, labelBadges, notice, heading, table, formatHuman, formatSeries} from './util.js';
+import {el, api, ago, labelBadges, notice, heading, table, formatHuman} from './util.js';
 
+/** Loads `path` into a new box appended to `main` now; resolves once drawn. */
 async function load(main, path, params, draw) {
   const box = el('div', {class: 'content'}, el('div', {class: 'empty'}, 'Loading…'));
   main.append(box);
@@ -37,7 +38,7 @@ function targets(main) {
   let unhealthy = false;
   const bar = el('div', {class: 'controls'});
   main.append(bar);
-  load(main, 'api/v1/targets', {state: 'active'}, (box, data) => {
+  return load(main, 'api/v1/targets', {state: 'active'}, (box, data) => {
     const draw = () => {
       const nodes = [];
       for (const [pool, ts] of byPool(data.activeTargets)) {
@@ -68,7 +69,7 @@ function targets(main) {
 
 function serviceDiscovery(main) {
   main.append(heading('Service discovery', 'Each target\'s labels as discovered, and after relabelling.'));
-  load(main, 'api/v1/targets', {}, (box, data) => {
+  return load(main, 'api/v1/targets', {}, (box, data) => {
     const pools = byPool(data.activeTargets.concat((data.droppedTargets || []).map((t) =>
       Object.assign({scrapePool: t.scrapePool || t.discoveredLabels.job || '(dropped)', dropped: true}, t))));
     if (!pools.length) {
@@ -100,7 +101,7 @@ function ruleTable(rules) {
 
 function rules(main) {
   main.append(heading('Rules', 'Recording and alerting rules by group, with their health and last evaluation.'));
-  load(main, 'api/v1/rules', {}, (box, data) => {
+  return load(main, 'api/v1/rules', {}, (box, data) => {
     if (!data.groups.length) {
       box.append(el('div', {class: 'empty'}, 'No rules loaded: list rule files under rule_files in the configuration ' +
         '(deploy/rules/vllm.yml has vLLM rules) and reload.'));
@@ -116,7 +117,7 @@ function rules(main) {
 
 function alerts(main) {
   main.append(heading('Alerts', 'Alerting rules by state, with their active alerts.'));
-  load(main, 'api/v1/rules', {type: 'alert'}, (box, data) => {
+  return load(main, 'api/v1/rules', {type: 'alert'}, (box, data) => {
     const rs = data.groups.flatMap((g) => g.rules.filter((r) => r.type === 'alerting').map((r) => Object.assign({group: g.name}, r)));
     if (!rs.length) {
       box.append(el('div', {class: 'empty'}, 'No alerting rules: list rule files under rule_files in the configuration ' +
@@ -141,7 +142,7 @@ function alerts(main) {
 
 function tsdbStatus(main) {
   main.append(heading('TSDB status', 'Head statistics and the cardinality top lists.'));
-  load(main, 'api/v1/status/tsdb', {limit: 10}, (box, d) => {
+  const head = load(main, 'api/v1/status/tsdb', {limit: 10}, (box, d) => {
     const h = d.headStats;
     const t = (ms) => (ms && Math.abs(ms) < 1e15 ? new Date(ms).toISOString() : '–');
     box.append(el('h2', {}, 'Head block'), table(['Number of series', 'Number of chunks', 'Number of label pairs', 'Current min time', 'Current max time'],
@@ -153,19 +154,24 @@ function tsdbStatus(main) {
       box.append(el('h2', {}, title), table(['Name', 'Count'], (d[key] || []).map((x) => [x.name, String(x.value)])));
     }
   });
-  main.append(el('h2', {}, 'Blocks and WAL'));
-  load(main, 'api/v1/query', {query: 'prometheus_tsdb_blocks_loaded or prometheus_tsdb_head_chunks or prometheus_tsdb_wal_segment_current or prometheus_tsdb_storage_blocks_bytes'}, (box, d) => {
-    if (!d.result.length) {
-      box.append(el('div', {class: 'empty'}, 'No self-monitoring series: scrape inferdb\'s own /metrics to see block and WAL statistics here.'));
-      return;
-    }
-    box.append(table(['Series', 'Value'], d.result.map((s) => [formatSeries(s.metric), s.value[1]])));
-  });
+  main.append(el('h2', {}, 'Blocks, WAL and compactions'));
+  const box = el('div', {class: 'content'}, el('div', {class: 'empty'}, 'Loading…'));
+  main.append(box);
+  // the store's own statistics, from inferdb's /metrics page (Prometheus' names)
+  const stats = fetch('metrics').then((r) => (r.ok ? r.text() : Promise.reject(new Error(`HTTP ${r.status}`)))).then((text) => {
+    const rows = text.split('\n').filter((l) => l.startsWith('prometheus_tsdb_'))
+      .map((l) => { const k = l.lastIndexOf(' '); return [l.slice(0, k), l.slice(k + 1)]; })
+      .filter(([k]) => !/_(bucket|sum|count)($|\{)/.test(k))
+      .map(([k, v]) => [k, /_time$/.test(k) && Number(v) > 1e11 ? `${v} (${new Date(Number(v)).toISOString()})` : v]);
+    box.replaceChildren(rows.length ? table(['Statistic (inferdb /metrics)', 'Value'], rows) :
+      el('div', {class: 'empty'}, 'No prometheus_tsdb_* statistics on /metrics.'));
+  }).catch((e) => box.replaceChildren(notice('error', `Error loading metrics: ${e.message}`)));
+  return Promise.all([head, stats]);
 }
 
 function config(main) {
   main.append(heading('Configuration', 'The configuration file as loaded.'));
-  load(main, 'api/v1/status/config', {}, (box, d) => {
+  return load(main, 'api/v1/status/config', {}, (box, d) => {
     const pre = el('pre', {class: 'config'}, d.yaml || '# no configuration file: built-in defaults and command-line flags');
     box.append(el('button', {onclick: () => navigator.clipboard && navigator.clipboard.writeText(d.yaml)}, 'Copy to clipboard'), pre);
   });
@@ -174,7 +180,7 @@ function config(main) {
 function flags(main) {
   main.append(heading('Command-line flags'));
   let text = '';
-  load(main, 'api/v1/status/flags', {}, (box, d) => {
+  return load(main, 'api/v1/status/flags', {}, (box, d) => {
     const host = el('div');
     const draw = () => host.replaceChildren(table(['Flag', 'Value'], Object.entries(d)
       .filter(([k, v]) => !text || k.toLowerCase().includes(text) || String(v).toLowerCase().includes(text))
@@ -188,9 +194,10 @@ function status(main) {
   main.append(heading('Runtime and build information'));
   const kv = (d) => table(['Name', 'Value'], Object.entries(d).map(([k, v]) => [k, String(v)]));
   main.append(el('h2', {}, 'Runtime information'));
-  load(main, 'api/v1/status/runtimeinfo', {}, (box, d) => box.append(kv(d)));
+  const a = load(main, 'api/v1/status/runtimeinfo', {}, (box, d) => box.append(kv(d)));
   main.append(el('h2', {}, 'Build information'));
-  load(main, 'api/v1/status/buildinfo', {}, (box, d) => box.append(kv(d)));
+  const b = load(main, 'api/v1/status/buildinfo', {}, (box, d) => box.append(kv(d)));
+  return Promise.all([a, b]);
 }
 
 export const PAGES = {

@@ -173,3 +173,13 @@ export function table(head, rows, attrs) {
     el('thead', {}, el('tr', {}, head.map((h) => el('th', {}, h)))),
     el('tbody', {}, rows.map((r) => el('tr', {}, r.map((c) => el('td', {}, c))))));
 }
+
+/**
+ * Marks the page usable (its first data drawn): `performance.mark('inferdb:ready')` for
+ * benches/ui_load.py and `body[data-ready]` for the browser test. Only the first call counts.
+ */
+export function ready() {
+  if (document.body.dataset.ready) return;
+  document.body.dataset.ready = '1';
+  performance.mark('inferdb:ready');
+}
