@@ -18,6 +18,8 @@ pub mod metric_aliases;
 pub mod metrics;
 pub mod model;
 pub mod remote;
+pub mod rules;
 pub mod scrape;
 pub mod sim;
+pub mod template;
 pub mod ui;

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use inferdb::cli::{export::ExportArgs, import::ImportArgs, tsdb::TsdbArgs};
-use inferdb::cli::{query::QueryArgs, serve::ServeArgs, simulate::SimulateArgs};
+use inferdb::cli::{query::QueryArgs, rules::RulesArgs, serve::ServeArgs, simulate::SimulateArgs};
 
 /// inferdb: a time-series database and PromQL engine for LLM-inference metrics, a drop-in
 /// for Prometheus behind Grafana.
@@ -35,6 +35,8 @@ enum Command {
     Export(ExportArgs),
     /// Inspect the store (stats) or verify its checksums (check).
     Tsdb(TsdbArgs),
+    /// Check rule files or run their unit tests (promtool's `check rules`, `test rules`).
+    Rules(RulesArgs),
 }
 
 fn main() -> ExitCode {
@@ -53,6 +55,7 @@ fn main() -> ExitCode {
         Command::Import(a) => a.run(),
         Command::Export(a) => a.run(),
         Command::Tsdb(a) => a.run(),
+        Command::Rules(a) => a.run(),
     };
     match res {
         Ok(code) => code,
