@@ -8,18 +8,13 @@ mod common;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+
 use std::process::{Command, Stdio};
 
 use common::BIN;
 
 fn testdata() -> Option<PathBuf> {
-    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/promtool-testdata");
-    if d.join("rules.yml").exists() {
-        Some(d)
-    } else {
-        eprintln!("SKIPPED: ../shared/promtool-testdata is absent");
-        None
-    }
+    common::conformance::promtool_testdata_dir("rules_promtool")
 }
 
 struct Out {

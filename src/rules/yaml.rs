@@ -362,7 +362,7 @@ impl Decoder {
             }
             return 0;
         }
-        match crate::scrape::config::parse_duration(&s) {
+        match crate::config::parse_duration(&s) {
             Ok(d) => d.as_millis() as i64,
             Err(e) => {
                 if self.fatal.is_none() {
