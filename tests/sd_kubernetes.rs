@@ -12,8 +12,10 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::Command;
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -34,6 +36,8 @@ struct Cluster {
     watchers: Vec<Sender<String>>,
     /// Requests seen, for the test's assertions.
     requests: Vec<String>,
+    /// The bearer token requests must carry, if any.
+    token: Option<&'static str>,
 }
 
 #[derive(Clone, Default)]
@@ -126,16 +130,64 @@ impl FakeApi {
         port
     }
 
-    fn handle(&self, s: TcpStream) {
-        let mut r = BufReader::new(s.try_clone().unwrap());
-        let mut first = String::new();
-        if r.read_line(&mut first).is_err() {
-            return;
+    /// [`FakeApi::serve`] over TLS with `cert`/`key`, answering only requests that carry
+    /// `Authorization: Bearer TOKEN`.
+    fn serve_tls(&self, cert: &Path, key: &Path, token: &'static str) -> u16 {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let certs: Vec<CertificateDer> = CertificateDer::pem_file_iter(cert)
+            .unwrap()
+            .map(|c| c.unwrap())
+            .collect();
+        let key = PrivateKeyDer::from_pem_file(key).unwrap();
+        let cfg = Arc::new(
+            rustls::ServerConfig::builder_with_provider(Arc::new(
+                rustls::crypto::ring::default_provider(),
+            ))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(certs, key)
+            .unwrap(),
+        );
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let me = self.clone();
+        me.0.lock().unwrap().token = Some(token);
+        std::thread::spawn(move || {
+            for s in l.incoming().flatten() {
+                let (me, cfg) = (me.clone(), cfg.clone());
+                std::thread::spawn(move || {
+                    let conn = rustls::ServerConnection::new(cfg).unwrap();
+                    me.handle(rustls::StreamOwned::new(conn, s))
+                });
+            }
+        });
+        port
+    }
+
+    fn handle(&self, mut s: impl Read + Write) {
+        // the request head, byte by byte (the body of a GET is empty)
+        let mut head = vec![];
+        let mut b = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            match s.read(&mut b) {
+                Ok(1) => head.push(b[0]),
+                _ => return,
+            }
         }
-        loop {
-            let mut h = String::new();
-            if r.read_line(&mut h).is_err() || h.trim().is_empty() {
-                break;
+        let head = String::from_utf8_lossy(&head).into_owned();
+        let first = head.lines().next().unwrap_or_default().to_string();
+        if let Some(t) = self.0.lock().unwrap().token {
+            if !head
+                .lines()
+                .any(|l| l.eq_ignore_ascii_case(&format!("authorization: bearer {t}")))
+            {
+                let _ = write!(
+                    s,
+                    "HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                );
+                return;
             }
         }
         let target = first.split_whitespace().nth(1).unwrap_or("/").to_string();
@@ -143,8 +195,7 @@ impl FakeApi {
         let (path, q) = target.split_once('?').unwrap_or((&target, ""));
         let q: BTreeMap<String, String> =
             form_urlencoded::parse(q.as_bytes()).into_owned().collect();
-        let mut s = s;
-        let reply = |s: &mut TcpStream, code: &str, body: &str| {
+        let reply = |s: &mut dyn Write, code: &str, body: &str| {
             let _ = write!(
                 s,
                 "HTTP/1.1 {code}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
@@ -203,7 +254,7 @@ impl FakeApi {
                     }
                 }
                 let _ = write!(s, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n");
-                let chunk = |s: &mut TcpStream, line: &str| {
+                let chunk = |s: &mut dyn Write, line: &str| {
                     let l = format!("{line}\n");
                     write!(s, "{:x}\r\n{l}\r\n", l.len()).and_then(|_| s.flush())
                 };
@@ -400,4 +451,145 @@ scrape_configs:
     api.event("DELETED", pod("vllm-5", "10.1.0.15", "Running", "qwen-2"));
     want.remove(&target("vllm-5", "10.1.0.15", "qwen-2"));
     wait_for(&client, &base, &want, "watching after the new list");
+}
+
+/// Prints a log file when the test fails.
+struct LogOnPanic(std::path::PathBuf);
+
+impl Drop for LogOnPanic {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("{}", std::fs::read_to_string(&self.0).unwrap_or_default());
+        }
+    }
+}
+
+/// Runs `name` (a test of this file) again inside `unshare --mount`; false (skipped) when
+/// mount namespaces are not available outside CI.
+fn in_mount_namespace(name: &str) -> bool {
+    if std::env::var("INFERDB_TEST_IN_MOUNTNS").is_ok() {
+        return true;
+    }
+    let ok = Command::new("unshare")
+        .args(["--mount", "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    let openssl = Command::new("openssl")
+        .arg("version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok || !openssl {
+        assert!(
+            std::env::var("CI").map(|v| v != "true").unwrap_or(true),
+            "{name} needs `unshare --mount` (root) and openssl on CI"
+        );
+        eprintln!("SKIPPED {name}: unshare --mount or openssl is not available");
+        return false;
+    }
+    let out = Command::new("unshare")
+        .args(["--mount", "--"])
+        .arg(std::env::current_exe().unwrap())
+        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .env("INFERDB_TEST_IN_MOUNTNS", "1")
+        .output()
+        .unwrap();
+    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("1 passed"),
+        "{name} in the namespace failed:\n{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    false
+}
+
+/// In a pod: no api_server, the service account's token, CA and namespace under
+/// `/var/run/secrets/kubernetes.io/serviceaccount` (a tmpfs over `/run` in a mount namespace
+/// of the test's own, nothing on the machine changes), `KUBERNETES_SERVICE_HOST`/`_PORT`.
+#[test]
+fn in_cluster_service_account() {
+    if !in_mount_namespace("in_cluster_service_account") {
+        return;
+    }
+    let run = |args: &[&str]| {
+        let st = Command::new(args[0]).args(&args[1..]).status().unwrap();
+        assert!(st.success(), "{args:?}");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    run(&[
+        "openssl",
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+        "-keyout",
+        dir.path().join("api.key").to_str().unwrap(),
+        "-out",
+        dir.path().join("api.pem").to_str().unwrap(),
+        "-days",
+        "2",
+        "-subj",
+        "/CN=kubernetes",
+        "-addext",
+        "subjectAltName=IP:127.0.0.1",
+        "-addext",
+        "basicConstraints=critical,CA:FALSE",
+        "-addext",
+        "extendedKeyUsage=serverAuth",
+    ]);
+    run(&["mount", "-t", "tmpfs", "tmpfs", "/run"]);
+    let sa = Path::new("/run/secrets/kubernetes.io/serviceaccount");
+    std::fs::create_dir_all(sa).unwrap();
+    std::fs::copy(dir.path().join("api.pem"), sa.join("ca.crt")).unwrap();
+    std::fs::write(sa.join("token"), "sa-token\n").unwrap();
+    std::fs::write(sa.join("namespace"), "llm").unwrap();
+    assert!(Path::new("/var/run/secrets/kubernetes.io/serviceaccount/token").exists());
+
+    let api = FakeApi::default();
+    api.upsert(pod("vllm-0", "10.1.0.10", "Running", "llama-3-8b"));
+    let port = api.serve_tls(
+        &dir.path().join("api.pem"),
+        &dir.path().join("api.key"),
+        "sa-token",
+    );
+    let cfg = dir.path().join("prometheus.yml");
+    std::fs::write(
+        &cfg,
+        r#"global: {scrape_interval: 1m, scrape_timeout: 1s}
+scrape_configs:
+  - job_name: vllm
+    kubernetes_sd_configs: [{role: pod, namespaces: {own_namespace: true}}]
+    relabel_configs:
+      - {source_labels: [__meta_kubernetes_pod_container_port_name], regex: metrics, action: keep}
+      - {source_labels: [__meta_kubernetes_namespace], target_label: namespace}
+      - {source_labels: [__meta_kubernetes_pod_name], target_label: pod}
+      - {source_labels: [__meta_kubernetes_pod_label_model], target_label: model}
+"#,
+    )
+    .unwrap();
+    std::env::set_var("KUBERNETES_SERVICE_HOST", "127.0.0.1");
+    std::env::set_var("KUBERNETES_SERVICE_PORT", port.to_string());
+    let client = Client::new();
+    let (_p, base) = start_inferdb_with(
+        dir.path(),
+        &dir.path().join("data"),
+        &["--config.file", cfg.to_str().unwrap()],
+        &client,
+    );
+    let _log = LogOnPanic(dir.path().join("inferdb.log"));
+    let mut want: BTreeSet<String> = [target("vllm-0", "10.1.0.10", "llama-3-8b")].into();
+    wait_for(&client, &base, &want, "in-cluster list");
+    api.upsert(pod("vllm-1", "10.1.0.11", "Running", "llama-3-8b"));
+    want.insert(target("vllm-1", "10.1.0.11", "llama-3-8b"));
+    wait_for(&client, &base, &want, "in-cluster watch");
+    let c = api.0.lock().unwrap();
+    assert!(
+        c.requests
+            .iter()
+            .all(|r| r.starts_with("/api/v1/namespaces/llm/pods?")),
+        "{:?}",
+        c.requests
+    );
 }

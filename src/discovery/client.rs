@@ -259,3 +259,15 @@ impl HttpClientConfig {
         b.build().map_err(|e| e.to_string())
     }
 }
+
+/// An error with its causes (`error sending request: ...: connection refused`).
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}

@@ -100,7 +100,10 @@ async fn fetch(c: &HttpSdConfig, client: &reqwest::Client) -> Result<Vec<TargetG
     if let Some(h) = c.http.authorization_header()? {
         req = req.header("Authorization", h);
     }
-    let mut resp = req.send().await.map_err(|e| e.to_string())?;
+    let mut resp = req
+        .send()
+        .await
+        .map_err(|e| super::client::error_chain(&e))?;
     if resp.status() != reqwest::StatusCode::OK {
         return Err(format!("server returned HTTP status {}", resp.status()));
     }

@@ -274,7 +274,9 @@ impl Api {
         if let Some(h) = self.http.authorization_header()? {
             req = req.header("Authorization", h);
         }
-        req.send().await.map_err(|e| format!("GET {url}: {e}"))
+        req.send()
+            .await
+            .map_err(|e| format!("GET {url}: {}", super::client::error_chain(&e)))
     }
 
     /// The API of a configuration entry, and the namespace inferdb runs in (in-cluster).
