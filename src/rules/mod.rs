@@ -1,11 +1,12 @@
 //! Recording and alerting rules: the rule-file format (`file.rs`, read through the
 //! positioned YAML tree of `yaml.rs`), evaluation and alert state (`group.rs`), promtool's
 //! `check rules` (`check.rs`) and rule unit tests (`unittest.rs`, with the input-series
-//! notation of `series.rs`).
+//! notation of `series.rs`); evaluation timestamps and the store over `Db` (`schedule.rs`).
 
 pub mod check;
 pub mod file;
 pub mod group;
+pub mod schedule;
 pub mod series;
 pub mod unittest;
 pub mod yaml;
