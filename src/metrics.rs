@@ -389,7 +389,7 @@ pub fn write_process_metrics(out: &mut String) {
 
 /// Writes a store's statistics under Prometheus' TSDB names (`prometheus_tsdb_head_series`,
 /// `prometheus_tsdb_head_samples_appended_total`, rejections by reason, blocks, WAL
-/// corruptions found at open).
+/// corruptions found at open, failed WAL writes, checkpoints and compactions).
 pub fn write_db_metrics(out: &mut String, db: &inferdb_storage::Db) {
     let st = db.stats();
     let float: &[(&str, &str)] = &[("type", "float")];
@@ -483,9 +483,100 @@ pub fn write_db_metrics(out: &mut String, db: &inferdb_storage::Db) {
     write_family(
         out,
         "prometheus_tsdb_wal_corruptions_total",
-        "Total number of WAL corruptions (found while replaying it at open).",
+        "Total number of WAL corruptions (damaged spans found while replaying it at open).",
         "counter",
         &[(&[], open.wal.corruptions.len() as f64)],
+    );
+    write_family(
+        out,
+        "inferdb_tsdb_wal_replay_skipped_bytes",
+        "Bytes of damaged WAL records skipped or cut off by the replay at open (the records after a damaged span are kept).",
+        "gauge",
+        &[(
+            &[],
+            open.wal
+                .corruptions
+                .iter()
+                .map(|c| c.dropped_bytes)
+                .sum::<u64>() as f64,
+        )],
+    );
+    write_family(
+        out,
+        "prometheus_tsdb_wal_writes_failed_total",
+        "Total number of write log writes that failed.",
+        "counter",
+        &[(&[], st.wal_writes_failed as f64)],
+    );
+    write_family(
+        out,
+        "inferdb_tsdb_wal_writable",
+        "1 while WAL writes succeed; 0 while they fail (a full disk, a read-only folder) and appends are refused.",
+        "gauge",
+        &[(&[], if st.wal_failing { 0.0 } else { 1.0 })],
+    );
+    write_family(
+        out,
+        "inferdb_tsdb_wal_fsyncs_failed_total",
+        "WAL fsyncs that failed.",
+        "counter",
+        &[(&[], st.wal_fsyncs_failed as f64)],
+    );
+    write_family(
+        out,
+        "prometheus_tsdb_wal_segment_current",
+        "Write log segment index that TSDB is currently writing to.",
+        "gauge",
+        &[(&[], st.wal_segment as f64)],
+    );
+    write_family(
+        out,
+        "prometheus_tsdb_checkpoint_creations_total",
+        "Total number of checkpoint creations attempted.",
+        "counter",
+        &[(&[], (st.checkpoints + st.checkpoints_failed) as f64)],
+    );
+    write_family(
+        out,
+        "prometheus_tsdb_checkpoint_creations_failed_total",
+        "Total number of checkpoint creations that failed.",
+        "counter",
+        &[(&[], st.checkpoints_failed as f64)],
+    );
+    write_family(
+        out,
+        "prometheus_tsdb_wal_truncations_total",
+        "Total number of write log truncations attempted.",
+        "counter",
+        &[(&[], (st.checkpoints + st.checkpoints_failed) as f64)],
+    );
+    write_family(
+        out,
+        "prometheus_tsdb_wal_truncations_failed_total",
+        "Total number of write log truncations that failed.",
+        "counter",
+        &[(&[], st.checkpoints_failed as f64)],
+    );
+    write_family(
+        out,
+        "prometheus_tsdb_compactions_total",
+        "Total number of compactions that were executed for the partition.",
+        "counter",
+        &[(&[], st.compactions as f64)],
+    );
+    write_family(
+        out,
+        "prometheus_tsdb_compactions_failed_total",
+        "Total number of compactions that failed for the partition.",
+        "counter",
+        &[(&[], st.compactions_failed as f64)],
+    );
+    write_family(
+        out,
+        "prometheus_tsdb_head_truncations_failed_total",
+        "Total number of head truncations that failed.",
+        "counter",
+        &[(&[], st.head_truncations_failed as f64)],
     );
     write_family(
         out,

@@ -513,6 +513,8 @@ pub struct ScrapeLoop {
     duration_hist: Histogram,
     scraped_total: Counter,
     failed_total: Counter,
+    /// The last batch could not be stored (logged once per change, not per scrape).
+    store_failing: bool,
 }
 
 const SYNTHETIC: [&str; 5] = [
@@ -557,6 +559,7 @@ impl ScrapeLoop {
             cache: SeriesCache::default(),
             gen: 0,
             pend: Vec::new(),
+            store_failing: false,
             duration_hist: metrics::histogram_with(
                 "inferdb_target_scrape_duration_seconds",
                 "Time a scrape took (fetch, parse, store), by job.",
@@ -782,9 +785,15 @@ impl ScrapeLoop {
                 if st.rejected > 0 {
                     SAMPLES_REJECTED.add(st.rejected as u64);
                 }
+                if std::mem::take(&mut self.store_failing) {
+                    tracing::info!(target = %self.target.url, "storing scraped samples again");
+                }
             }
             Err(e) => {
-                tracing::warn!(target = %self.target.url, "{e}");
+                // nothing of the scrape (not even `up`) was stored; the store logs why
+                if !std::mem::replace(&mut self.store_failing, true) {
+                    tracing::warn!(target = %self.target.url, "{e}");
+                }
                 if report.error.is_none() {
                     report.error = Some(e.to_string());
                 }
@@ -806,7 +815,13 @@ impl ScrapeLoop {
         }
         {
             let mut s = self.state.lock();
-            s.health = if report.up { Health::Up } else { Health::Down };
+            // a page that could not be stored leaves the target down, as in Prometheus
+            // where health follows the last error
+            s.health = if report.up && report.error.is_none() {
+                Health::Up
+            } else {
+                Health::Down
+            };
             s.last_error = report.error.clone();
             s.last_scrape_ms = Some(t_ms);
             s.last_duration = took;

@@ -6,7 +6,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -104,6 +104,24 @@ pub struct DbStats {
     pub blocks: u64,
     /// Bytes of all blocks.
     pub block_bytes: u64,
+    /// WAL writes that failed (each refused a commit).
+    pub wal_writes_failed: u64,
+    /// WAL fsyncs that failed.
+    pub wal_fsyncs_failed: u64,
+    /// WAL writes are failing now: commits are refused until one succeeds.
+    pub wal_failing: bool,
+    /// The WAL segment being written.
+    pub wal_segment: u64,
+    /// WAL checkpoints written.
+    pub checkpoints: u64,
+    /// WAL checkpoints that failed.
+    pub checkpoints_failed: u64,
+    /// Compactions done.
+    pub compactions: u64,
+    /// Compactions that failed.
+    pub compactions_failed: u64,
+    /// Block cuts from the head that failed.
+    pub head_truncations_failed: u64,
 }
 
 /// A series reference from [`Appender::get_ref`]; valid across appenders until the series
@@ -123,6 +141,20 @@ pub(crate) struct DbInner {
     lock: Mutex<Option<File>>,
     open_stats: OpenStats,
     pool: Mutex<Vec<AppendBuffers>>,
+    wal_health: Option<Arc<wal::WalHealth>>,
+    faults: FaultCounters,
+}
+
+/// Counts of failed and completed storage operations (for `/metrics`).
+#[derive(Debug, Default)]
+struct FaultCounters {
+    checkpoints: AtomicU64,
+    checkpoints_failed: AtomicU64,
+    compactions: AtomicU64,
+    compactions_failed: AtomicU64,
+    head_truncations_failed: AtomicU64,
+    /// Maintenance is failing now (logged once per change).
+    maintenance_failing: AtomicBool,
 }
 
 /// An appender's reusable buffers: pending samples and their series.
@@ -201,6 +233,15 @@ impl Db {
                 }
             }
         };
+        for c in &stats.wal.corruptions {
+            tracing::warn!(path = %c.path.display(), offset = c.offset, bytes = c.dropped_bytes,
+                reason = %c.reason, tail = c.tail, read_only = opts.read_only,
+                "damaged WAL span skipped{}",
+                if c.tail { " (end of the file, cut off)" } else { "; the records after it were read" });
+        }
+        for (d, e) in &stats.bad_blocks {
+            tracing::warn!(block = %d.display(), error = %e, "cannot open block; skipped");
+        }
         let wal_dir = dir.join("wal");
         let wal = if opts.read_only {
             None
@@ -212,20 +253,28 @@ impl Db {
                 opts.wal_segment_bytes,
             )?))
         };
-        if !opts.read_only {
+        let wal_health = wal.as_ref().map(|w| w.lock().health());
+        if let Some(w) = &wal {
             // every live series goes into the new segment, so later checkpoints and replays
-            // never depend on segments that a repair removed
-            if let Some(w) = &wal {
-                let all = head.all_series();
-                let mut w = w.lock();
-                for part in all.chunks(1000) {
-                    let ls: Vec<(u64, Labels)> =
-                        part.iter().map(|m| (m.series_ref(), m.labels())).collect();
-                    w.log_series(ls.iter().map(|(r, l)| (*r, l)));
+            // never depend on segments before it
+            let all = head.all_series();
+            let mut w = w.lock();
+            for part in all.chunks(1000) {
+                let ls: Vec<(u64, Labels)> =
+                    part.iter().map(|m| (m.series_ref(), m.labels())).collect();
+                w.log_series(ls.iter().map(|(r, l)| (*r, l)));
+            }
+            if w.flush().is_err() {
+                // a full disk or read-only folder: open anyway (queries work); the next
+                // commit that gets through logs them first
+                for m in &all {
+                    head.requeue_unlogged(m.series_ref());
                 }
-                w.flush()?;
             }
         }
+        // damage in the middle of the log was skipped: a checkpoint of what was read
+        // replaces the damaged segments, so it is not met (and reported) again
+        let repair = wal.is_some() && stats.wal.corruptions.iter().any(|c| !c.tail);
         let inner = Arc::new(DbInner {
             dir,
             opts: opts.clone(),
@@ -237,7 +286,18 @@ impl Db {
             lock: Mutex::new(lock),
             open_stats: stats,
             pool: Mutex::new(Vec::new()),
+            wal_health,
+            faults: FaultCounters::default(),
         });
+        if repair {
+            if let Some(w) = &inner.wal {
+                match inner.checkpoint(w) {
+                    Ok(()) => tracing::info!("WAL checkpointed after skipping damaged spans"),
+                    Err(e) => tracing::warn!(error = %e,
+                        "cannot checkpoint the WAL after skipping damaged spans; they stay"),
+                }
+            }
+        }
         let bg = if !opts.read_only && opts.background {
             Some(spawn_background(inner.clone()))
         } else {
@@ -387,6 +447,31 @@ impl Db {
             exact_duplicates: ld(&h.stats.exact_duplicates),
             blocks: blocks.len() as u64,
             block_bytes: blocks.iter().map(|b| b.size_bytes()).sum(),
+            wal_writes_failed: self
+                .inner
+                .wal_health
+                .as_ref()
+                .map_or(0, |w| ld(&w.writes_failed)),
+            wal_fsyncs_failed: self
+                .inner
+                .wal_health
+                .as_ref()
+                .map_or(0, |w| ld(&w.fsyncs_failed)),
+            wal_failing: self
+                .inner
+                .wal_health
+                .as_ref()
+                .is_some_and(|w| w.failing.load(Ordering::Relaxed)),
+            wal_segment: self
+                .inner
+                .wal_health
+                .as_ref()
+                .map_or(0, |w| w.segment.load(Ordering::Relaxed) as u64),
+            checkpoints: ld(&self.inner.faults.checkpoints),
+            checkpoints_failed: ld(&self.inner.faults.checkpoints_failed),
+            compactions: ld(&self.inner.faults.compactions),
+            compactions_failed: ld(&self.inner.faults.compactions_failed),
+            head_truncations_failed: ld(&self.inner.faults.head_truncations_failed),
         }
     }
 
@@ -560,10 +645,7 @@ fn open_blocks(dir: &Path, read_only: bool, stats: &mut OpenStats) -> Result<Vec
     for d in block::list_block_dirs(dir)? {
         match Block::open(&d) {
             Ok(b) => blocks.push(Arc::new(b)),
-            Err(e) => {
-                tracing::warn!(block = %d.display(), error = %e, "cannot open block; skipped");
-                stats.bad_blocks.push((d, e.to_string()));
-            }
+            Err(e) => stats.bad_blocks.push((d, e.to_string())),
         }
     }
     // a compaction interrupted after writing its output but before deleting its inputs
@@ -616,13 +698,21 @@ fn spawn_background(inner: Arc<DbInner>) -> Background {
                         return;
                     }
                 }
-                if let Err(e) = inner.sync_if_due() {
-                    tracing::warn!(error = %e, "WAL fsync failed");
-                }
+                // fsync failures are counted and logged by the WAL's health
+                let _ = inner.sync_if_due();
                 if last_maint.elapsed() >= inner.opts.maintenance_interval {
                     last_maint = Instant::now();
-                    if let Err(e) = inner.maintain() {
-                        tracing::warn!(error = %e, "storage maintenance failed");
+                    let r = inner.maintain();
+                    let was = inner
+                        .faults
+                        .maintenance_failing
+                        .swap(r.is_err(), Ordering::Relaxed);
+                    match r {
+                        Err(e) if !was => tracing::error!(error = %e,
+                            "storage maintenance failed; retried every maintenance interval"),
+                        Err(e) => tracing::debug!(error = %e, "storage maintenance failed again"),
+                        Ok(()) if was => tracing::warn!("storage maintenance succeeds again"),
+                        Ok(()) => {}
                     }
                 }
             }
@@ -643,8 +733,13 @@ impl DbInner {
         };
         if let Some(f) = handle {
             // fsync outside the lock so that commits go on meanwhile
-            f.sync_data()
-                .map_err(|e| Error::io(self.dir.join("wal"), e))?;
+            let r = f
+                .sync_data()
+                .map_err(|e| Error::io(self.dir.join("wal"), e));
+            if let Some(h) = &self.wal_health {
+                h.fsync_result(&r);
+            }
+            r?;
         }
         Ok(())
     }
@@ -653,7 +748,11 @@ impl DbInner {
         if self.opts.read_only {
             return Ok(());
         }
-        self.cut(false)?;
+        self.cut(false).inspect_err(|_| {
+            self.faults
+                .head_truncations_failed
+                .fetch_add(1, Ordering::Relaxed);
+        })?;
         self.compact()?;
         self.apply_retention()
     }
@@ -700,10 +799,14 @@ impl DbInner {
                 });
             }
             {
+                // the block is written: the head lets go of the range even if this record
+                // cannot be written (the checkpoint below carries the bound too, and without
+                // either a replay only puts samples back that the block also holds)
                 let mut w = wal.lock();
                 wal::record::encode_min_valid(w.buf(), b);
-                w.flush()?;
-                w.sync()?;
+                if w.flush().is_ok() {
+                    let _ = w.sync();
+                }
             }
             self.head.truncate_before(b);
             cut_any = true;
@@ -716,15 +819,24 @@ impl DbInner {
 
     /// Replaces every WAL segment so far by a checkpoint of the head.
     fn checkpoint(&self, wal: &Mutex<WalWriter>) -> Result<()> {
-        let (upto, buf, dir) = {
-            let mut w = wal.lock();
-            let upto = w.roll()?;
-            let mut buf = Vec::new();
-            // under the WAL lock: every sample in segments <= upto is in the head
-            self.head.checkpoint_records(&mut buf);
-            (upto, buf, w.dir().to_path_buf())
+        let r = (|| {
+            let (upto, buf, dir) = {
+                let mut w = wal.lock();
+                let upto = w.roll()?;
+                let mut buf = Vec::new();
+                // under the WAL lock: every sample in segments <= upto is in the head
+                self.head.checkpoint_records(&mut buf);
+                (upto, buf, w.dir().to_path_buf())
+            };
+            wal::write_checkpoint(&dir, upto, &buf)
+        })();
+        let c = if r.is_ok() {
+            &self.faults.checkpoints
+        } else {
+            &self.faults.checkpoints_failed
         };
-        wal::write_checkpoint(&dir, upto, &buf)
+        c.fetch_add(1, Ordering::Relaxed);
+        r
     }
 
     fn compact(&self) -> Result<()> {
@@ -743,7 +855,12 @@ impl DbInner {
             if inputs.len() != group.len() {
                 return Ok(());
             }
-            let meta = crate::compact::compact(&self.dir, &inputs)?;
+            let meta = crate::compact::compact(&self.dir, &inputs).inspect_err(|_| {
+                self.faults
+                    .compactions_failed
+                    .fetch_add(1, Ordering::Relaxed);
+            })?;
+            self.faults.compactions.fetch_add(1, Ordering::Relaxed);
             let out = Arc::new(Block::open(&self.dir.join(&meta.id))?);
             tracing::info!(block = %meta.id, inputs = group.len(), "compacted blocks");
             let dirs: Vec<PathBuf> = inputs.iter().map(|b| b.dir().to_path_buf()).collect();

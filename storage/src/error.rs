@@ -13,6 +13,16 @@ pub enum Error {
         /// The underlying error.
         source: std::io::Error,
     },
+    /// A WAL write failed (a full disk, a read-only folder, an I/O error). Nothing of the
+    /// commit was stored, and the segment still ends with a whole record; commits are
+    /// refused this way until a write succeeds.
+    #[error("writing the WAL {path}: {source}; appends are refused until a write succeeds")]
+    WalWrite {
+        /// The segment.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
     /// Bytes on disk or in a buffer that do not decode.
     #[error("corrupt {what} in {path} at offset {offset}: {reason}")]
     Corrupt {

@@ -25,6 +25,8 @@ pub const SEGMENT_BYTES: usize = 32 << 20;
 pub struct ArenaSegment {
     map: MmapRaw,
     path: Option<PathBuf>,
+    /// The file behind the mapping (space is reserved in it before each write).
+    file: Option<fs::File>,
     max_time: AtomicI64,
 }
 
@@ -65,7 +67,15 @@ pub struct ChunkAddr {
 struct Writer {
     cur: Option<u32>,
     used: usize,
+    /// Bytes of the current segment's file with disk space reserved: a write to a mapped
+    /// page without space would kill the process (SIGBUS) on a full disk.
+    reserved: usize,
+    /// The last reservation failed (logged once per change).
+    failing: bool,
 }
+
+/// Disk space is reserved in steps of this many bytes.
+const RESERVE_STEP: usize = 1 << 20;
 
 /// Appends chunks to mapped segments.
 pub struct ChunkArena {
@@ -92,7 +102,12 @@ impl ChunkArena {
     fn with_dir(dir: Option<PathBuf>) -> ChunkArena {
         ChunkArena {
             dir,
-            w: Mutex::new(Writer { cur: None, used: 0 }),
+            w: Mutex::new(Writer {
+                cur: None,
+                used: 0,
+                reserved: 0,
+                failing: false,
+            }),
             segs: RwLock::new(Vec::new()),
         }
     }
@@ -106,6 +121,7 @@ impl ChunkArena {
             return Ok(ArenaSegment {
                 map: MmapRaw::from(map),
                 path: None,
+                file: None,
                 max_time: AtomicI64::new(i64::MIN),
             });
         };
@@ -123,8 +139,45 @@ impl ChunkArena {
         Ok(ArenaSegment {
             map,
             path: Some(path),
+            file: Some(f),
             max_time: AtomicI64::new(i64::MIN),
         })
+    }
+
+    /// Makes sure `[0, end)` of the current segment's file has disk space.
+    fn reserve(w: &mut Writer, seg: &ArenaSegment, end: usize) -> Result<()> {
+        let (Some(f), Some(path)) = (&seg.file, &seg.path) else {
+            return Ok(());
+        };
+        if end <= w.reserved {
+            return Ok(());
+        }
+        use std::os::unix::io::AsRawFd;
+        let to = end.div_ceil(RESERVE_STEP) * RESERVE_STEP;
+        let to = to.min(SEGMENT_BYTES);
+        // SAFETY: posix_fallocate on an open, owned descriptor with an in-range region.
+        let rc = unsafe {
+            libc::posix_fallocate(
+                f.as_raw_fd(),
+                w.reserved as libc::off_t,
+                (to - w.reserved) as libc::off_t,
+            )
+        };
+        if rc != 0 {
+            let e = Error::io(path, std::io::Error::from_raw_os_error(rc));
+            if !w.failing {
+                w.failing = true;
+                tracing::error!(error = %e,
+                    "head chunk arena cannot reserve disk space; full chunks stay in memory until it can");
+            }
+            return Err(e);
+        }
+        if w.failing {
+            w.failing = false;
+            tracing::warn!("head chunk arena reserves disk space again");
+        }
+        w.reserved = to;
+        Ok(())
     }
 
     /// Copies `chunk`, whose newest sample is at `max_time`, into the arena.
@@ -147,6 +200,7 @@ impl ChunkArena {
                 segs.push(Some(Arc::new(seg)));
                 w.cur = Some(n32);
                 w.used = 0;
+                w.reserved = 0;
                 n32
             }
         };
@@ -154,6 +208,7 @@ impl ChunkArena {
             .segment(cur)
             .ok_or_else(|| Error::corrupt("head chunk arena", "", cur as u64, "segment gone"))?;
         let off = w.used;
+        Self::reserve(&mut w, &seg, off + len)?;
         // SAFETY: `[off, off + len)` lies inside the mapping (checked above), no reader knows
         // an address in it yet (it is past every handed-out chunk), and the writer mutex
         // serializes writers.

@@ -147,20 +147,17 @@ impl SeriesInner {
                 || t.saturating_sub(self.open.min_time()) > u32::MAX as i64)
         {
             let bytes = self.open.finish();
-            match arena.add(&bytes, self.open.max_time()) {
-                Ok(addr) => {
-                    // exact capacity: a series holds a handful of full chunks
-                    self.full.reserve_exact(1);
-                    self.full.push(FullChunk {
-                        min_time: self.open.min_time(),
-                        span: (self.open.max_time() - self.open.min_time()) as u32,
-                        addr,
-                    });
-                    self.open.reset();
-                }
-                // keep appending to the open chunk (it holds up to 65535 samples); retried
-                // at the next sample
-                Err(e) => tracing::warn!(error = %e, "head chunk arena failing; chunk stays open"),
+            // on failure the open chunk keeps the samples (it holds up to 65535) and the
+            // arena is tried again at the next sample; it logs when it starts and stops failing
+            if let Ok(addr) = arena.add(&bytes, self.open.max_time()) {
+                // exact capacity: a series holds a handful of full chunks
+                self.full.reserve_exact(1);
+                self.full.push(FullChunk {
+                    min_time: self.open.min_time(),
+                    span: (self.open.max_time() - self.open.min_time()) as u32,
+                    addr,
+                });
+                self.open.reset();
             }
         }
         self.open.append(t, v);

@@ -7,10 +7,17 @@
 //! holding the live series and their head chunks, written to `checkpoint.N.tmp`, fsynced and
 //! renamed.
 //!
-//! Replay reads the newest checkpoint, then every segment after it in order. The first torn
-//! or corrupt record ends the replay: it is reported ([`tracing::warn`] and
-//! [`ReplayStats::corruptions`]) and, unless read-only, the segment is truncated there and
-//! later segments are deleted. Corruption is never fatal.
+//! Replay reads the newest checkpoint, then every segment after it in order. Damage costs
+//! only the damaged bytes: replay goes on at the next intact record (found by its checksum),
+//! so a bad record in the middle of the log never hides the records written after it. A
+//! torn write at the end of a segment is cut off. Every damaged span is reported in
+//! [`ReplayStats::corruptions`] with its file, offset and length; corruption is never fatal.
+//! (Prometheus' repair instead drops everything after the first bad record.)
+//!
+//! The writer never leaves a torn record in the middle of the log: a write that fails (a
+//! full disk, a read-only folder) is cut back off the segment, the commit fails and nothing
+//! of it enters the head, and the next write tries again at the same place. See
+//! [`WalWriter::flush`].
 
 pub mod record;
 pub mod watch;
@@ -18,6 +25,8 @@ pub mod watch;
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
@@ -27,17 +36,39 @@ pub use record::{Record, RefSample};
 /// Default segment size limit.
 pub const DEFAULT_SEGMENT_BYTES: u64 = 128 << 20;
 
-/// One corruption found (and repaired unless read-only) during replay.
+/// One damaged span found during replay.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Corruption {
     /// The file.
     pub path: PathBuf,
-    /// Byte offset of the first bad record.
+    /// Byte offset of the first bad byte (the start of the damaged record).
     pub offset: u64,
     /// What was wrong.
     pub reason: String,
-    /// Bytes dropped from this file and later segments.
+    /// Bytes skipped: up to the next intact record, or to the end of the file.
     pub dropped_bytes: u64,
+    /// The damage ran to the end of the file (a torn write): nothing after it was lost, and
+    /// unless read-only the segment was cut there. Otherwise the records after the span
+    /// were read.
+    pub tail: bool,
+}
+
+impl std::fmt::Display for Corruption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} at offset {}: {} ({} bytes {})",
+            self.path.display(),
+            self.offset,
+            self.reason,
+            self.dropped_bytes,
+            if self.tail {
+                "to the end of the file"
+            } else {
+                "skipped, the records after them kept"
+            }
+        )
+    }
 }
 
 /// What a replay read.
@@ -53,7 +84,7 @@ pub struct ReplayStats {
     pub series: u64,
     /// Samples read.
     pub samples: u64,
-    /// Corruptions found; replay stopped at the first.
+    /// Damaged spans found, in file order.
     pub corruptions: Vec<Corruption>,
 }
 
@@ -113,40 +144,53 @@ fn sync_dir(dir: &Path) -> Result<()> {
         .map_err(|e| Error::io(dir, e))
 }
 
-/// Feeds every valid record of `buf` to `f`; returns the corruption that ended it, if any.
+/// Feeds every intact record of `buf` to `f`. A damaged span followed by intact records is
+/// skipped and added to `stats` as a corruption; damage that runs to the end of `buf` is
+/// returned as `(offset, reason)` for the caller to repair (nothing intact follows it).
 fn replay_buf(
     path: &Path,
     buf: &[u8],
     stats: &mut ReplayStats,
     samples: &mut Vec<RefSample>,
     f: &mut dyn FnMut(ReplayItem<'_>) -> Result<()>,
-) -> Result<Option<Corruption>> {
+) -> Result<Option<(u64, String)>> {
     let mut frames = record::Frames::new(buf);
-    for fr in frames.by_ref() {
+    loop {
+        let Some(fr) = frames.next() else {
+            return Ok(None);
+        };
         let (off, ty, payload) = match fr {
             Ok(x) => x,
-            Err((off, reason)) => {
-                return Ok(Some(Corruption {
-                    path: path.to_path_buf(),
-                    offset: off as u64,
-                    reason,
-                    dropped_bytes: (buf.len() - off) as u64,
-                }))
-            }
+            Err((off, reason)) => match frames.skip_damaged() {
+                Some(next) => {
+                    stats.corruptions.push(Corruption {
+                        path: path.to_path_buf(),
+                        offset: off as u64,
+                        reason,
+                        dropped_bytes: (next - off) as u64,
+                        tail: false,
+                    });
+                    continue;
+                }
+                None => return Ok(Some((off as u64, reason))),
+            },
         };
         let rec = match record::decode(ty, payload, samples) {
             Ok(r) => r,
             Err(e) => {
+                // the frame is intact, so the records after it are where they should be
                 let reason = match e {
                     Error::Corrupt { reason, .. } => reason,
                     e => e.to_string(),
                 };
-                return Ok(Some(Corruption {
+                stats.corruptions.push(Corruption {
                     path: path.to_path_buf(),
                     offset: off as u64,
                     reason,
-                    dropped_bytes: (buf.len() - off) as u64,
-                }));
+                    dropped_bytes: (record::HEADER_LEN + payload.len()) as u64,
+                    tail: false,
+                });
+                continue;
             }
         };
         stats.records += 1;
@@ -163,14 +207,16 @@ fn replay_buf(
             Record::MinValidTime(t) => f(ReplayItem::MinValidTime(t))?,
         }
     }
-    Ok(None)
 }
 
-/// Reads every record of the WAL folder `dir` in order, calling `f` for each.
+/// Reads every intact record of the WAL folder `dir` in order, calling `f` for each.
 ///
-/// Unless `read_only`, a corrupt record is repaired: its segment is truncated at the record
-/// and later segments are removed, and leftover `*.tmp` files are deleted. Returns the
-/// statistics and the highest segment number seen (0 when none).
+/// Damage never costs the records after it: a damaged span with intact records after it is
+/// skipped (the file is left as it is), a missing segment is passed over, and damage that
+/// runs to the end of a segment (a write cut short by a crash) is, unless `read_only`, cut
+/// off the file. Each is listed in [`ReplayStats::corruptions`] with the bytes it cost.
+/// Unless `read_only`, leftover `*.tmp` files are deleted. Returns the statistics and the
+/// highest segment number seen (0 when none).
 pub fn replay(
     dir: &Path,
     read_only: bool,
@@ -194,65 +240,99 @@ pub fn replay(
         let path = dir.join(checkpoint_name(cp));
         let buf = fs::read(&path).map_err(|e| Error::io(&path, e))?;
         stats.checkpoints = 1;
-        if let Some(c) = replay_buf(&path, &buf, &mut stats, &mut samples, &mut f)? {
-            // a checkpoint is written atomically: this is real damage, keep going with segments
-            tracing::warn!(path = %c.path.display(), offset = c.offset, reason = %c.reason,
-                "corrupt WAL checkpoint; records after the offset are lost");
-            stats.corruptions.push(c);
+        if let Some((offset, reason)) = replay_buf(&path, &buf, &mut stats, &mut samples, &mut f)? {
+            // a checkpoint is written atomically, so this is real damage: report it and go
+            // on with the segments (the file is replaced by the next checkpoint)
+            stats.corruptions.push(Corruption {
+                path,
+                offset,
+                reason,
+                dropped_bytes: buf.len() as u64 - offset,
+                tail: true,
+            });
         }
         after = cp;
         last = last.max(cp);
     }
     let mut expect: Option<u32> = None;
-    let mut stop_at: Option<usize> = None;
-    let live: Vec<u32> = segs.iter().copied().filter(|&s| s > after).collect();
-    for (i, &s) in live.iter().enumerate() {
+    for s in segs.into_iter().filter(|&s| s > after) {
         let path = dir.join(segment_name(s));
-        if let Some(e) = expect {
-            if s != e {
-                let c = Corruption {
-                    path: path.clone(),
-                    offset: 0,
-                    reason: format!("missing WAL segment {e:08}"),
-                    dropped_bytes: 0,
-                };
-                tracing::warn!(path = %path.display(), reason = %c.reason, "WAL gap");
-                stats.corruptions.push(c);
-                stop_at = Some(i);
-                break;
-            }
+        if let Some(e) = expect.filter(|&e| e != s) {
+            stats.corruptions.push(Corruption {
+                path: path.clone(),
+                offset: 0,
+                reason: if s - e == 1 {
+                    format!("missing WAL segment {e:08}")
+                } else {
+                    format!("missing WAL segments {e:08} to {:08}", s - 1)
+                },
+                dropped_bytes: 0,
+                tail: false,
+            });
         }
         expect = Some(s.wrapping_add(1));
         let buf = fs::read(&path).map_err(|e| Error::io(&path, e))?;
         stats.segments += 1;
-        if let Some(mut c) = replay_buf(&path, &buf, &mut stats, &mut samples, &mut f)? {
-            tracing::warn!(path = %c.path.display(), offset = c.offset, reason = %c.reason,
-                read_only, "corrupt or torn WAL record; truncating the WAL there");
+        if let Some((offset, reason)) = replay_buf(&path, &buf, &mut stats, &mut samples, &mut f)? {
             if !read_only {
                 let file = OpenOptions::new()
                     .write(true)
                     .open(&path)
                     .map_err(|e| Error::io(&path, e))?;
-                file.set_len(c.offset).map_err(|e| Error::io(&path, e))?;
+                file.set_len(offset).map_err(|e| Error::io(&path, e))?;
                 file.sync_all().map_err(|e| Error::io(&path, e))?;
             }
-            for &later in &live[i + 1..] {
-                let p = dir.join(segment_name(later));
-                c.dropped_bytes += fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
-            }
-            stats.corruptions.push(c);
-            stop_at = Some(i + 1);
-            break;
+            stats.corruptions.push(Corruption {
+                path,
+                offset,
+                reason,
+                dropped_bytes: buf.len() as u64 - offset,
+                tail: true,
+            });
         }
-    }
-    if let (Some(i), false) = (stop_at, read_only) {
-        for &later in &live[i..] {
-            let p = dir.join(segment_name(later));
-            fs::remove_file(&p).map_err(|e| Error::io(&p, e))?;
-        }
-        sync_dir(dir)?;
     }
     Ok((stats, last))
+}
+
+/// The WAL writer's health, readable without its lock (for metrics and the scraper).
+#[derive(Debug, Default)]
+pub struct WalHealth {
+    /// Writes that failed; each refused one commit.
+    pub writes_failed: AtomicU64,
+    /// Fsyncs that failed.
+    pub fsyncs_failed: AtomicU64,
+    /// Writes are failing now: commits are refused until one succeeds.
+    pub failing: AtomicBool,
+    /// Fsyncs are failing now.
+    pub fsync_failing: AtomicBool,
+    /// The segment being written.
+    pub segment: AtomicU32,
+}
+
+impl WalHealth {
+    /// Counts an fsync's outcome and logs when fsyncs start or stop failing.
+    pub fn fsync_result(&self, r: &Result<()>) {
+        match r {
+            Ok(()) => {
+                if self.fsync_failing.swap(false, Ordering::Relaxed) {
+                    tracing::info!("WAL fsyncs succeed again");
+                }
+            }
+            Err(e) => {
+                self.fsyncs_failed.fetch_add(1, Ordering::Relaxed);
+                if !self.fsync_failing.swap(true, Ordering::Relaxed) {
+                    tracing::error!(error = %e,
+                        "WAL fsync failed; data committed since the last fsync may not survive a machine crash");
+                }
+            }
+        }
+    }
+}
+
+/// A run of failed writes.
+struct Failing {
+    since: Instant,
+    writes: u64,
 }
 
 /// Appends records to the newest segment. Not thread-safe by itself: wrap it in a mutex.
@@ -260,17 +340,32 @@ pub struct WalWriter {
     dir: PathBuf,
     seg: u32,
     file: File,
+    /// Bytes of whole records in the segment; the next write goes here.
     seg_bytes: u64,
     max_segment_bytes: u64,
     buf: Vec<u8>,
     /// When the oldest write not yet fsynced happened (`None`: all synced).
     unsynced: Option<Instant>,
     fsync_interval: Duration,
-    broken: bool,
+    /// The segment may hold bytes of a failed write past `seg_bytes` (cutting them failed
+    /// too); the next write overwrites them and cuts what is left.
+    dirty_tail: bool,
+    failing: Option<Failing>,
+    health: Arc<WalHealth>,
+}
+
+/// Turns an I/O error of the writer into [`Error::WalWrite`].
+fn write_error(e: Error) -> Error {
+    match e {
+        Error::Io { path, source } => Error::WalWrite { path, source },
+        e => e,
+    }
 }
 
 impl WalWriter {
-    /// Creates the folder if needed and starts segment `after + 1`.
+    /// Creates the folder if needed and starts segment `after + 1`, or continues segment
+    /// `after` when it exists and is empty (left by a writer that could not write to it), so
+    /// that restarts on a full disk do not pile up empty segments.
     pub fn create(
         dir: &Path,
         after: u32,
@@ -278,8 +373,13 @@ impl WalWriter {
         max_segment_bytes: u64,
     ) -> Result<Self> {
         fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-        let seg = after + 1;
+        let empty = after > 0
+            && fs::metadata(dir.join(segment_name(after)))
+                .is_ok_and(|m| m.is_file() && m.len() == 0);
+        let seg = if empty { after } else { after + 1 };
         let file = Self::open_segment(dir, seg)?;
+        let health = Arc::new(WalHealth::default());
+        health.segment.store(seg, Ordering::Relaxed);
         Ok(WalWriter {
             dir: dir.to_path_buf(),
             seg,
@@ -289,7 +389,9 @@ impl WalWriter {
             buf: Vec::with_capacity(1 << 16),
             unsynced: None,
             fsync_interval,
-            broken: false,
+            dirty_tail: false,
+            failing: None,
+            health,
         })
     }
 
@@ -315,6 +417,16 @@ impl WalWriter {
         &self.dir
     }
 
+    /// The writer's health counters, shared.
+    pub fn health(&self) -> Arc<WalHealth> {
+        self.health.clone()
+    }
+
+    /// Whether writes are failing now (the last one failed).
+    pub fn is_failing(&self) -> bool {
+        self.failing.is_some()
+    }
+
     /// The record buffer that the next [`WalWriter::flush`] writes; encode into it with the
     /// functions of [`record`].
     pub fn buf(&mut self) -> &mut Vec<u8> {
@@ -335,33 +447,78 @@ impl WalWriter {
 
     /// Writes the buffered records to the segment (one `write`), starting a new segment first
     /// if the current one is full; fsyncs when the oldest unsynced write is one fsync interval
-    /// old (the database's background thread normally fsyncs sooner).
+    /// old (the database's background thread normally fsyncs sooner). The buffer is empty
+    /// afterwards either way.
+    ///
+    /// A write that fails ([`Error::WalWrite`]: a full disk, a read-only folder) is cut back
+    /// off the segment, so the segment still ends with a whole record and the next write goes
+    /// to the same place; no new segment is started for it. The first failure of a run and
+    /// the first success after it are logged, every failure is counted in [`WalHealth`]. A
+    /// failed fsync is counted and logged but does not fail the flush: the records are
+    /// written.
     pub fn flush(&mut self) -> Result<()> {
         if self.buf.is_empty() {
             return Ok(());
         }
-        if self.broken
-            || (self.seg_bytes > 0
-                && self.seg_bytes + self.buf.len() as u64 > self.max_segment_bytes)
-        {
-            self.roll()?;
-        }
-        let path = || self.dir.join(segment_name(self.seg));
-        if let Err(e) = self.file.write_all(&self.buf) {
-            // a partial write leaves a torn record: continue in a fresh segment
-            self.broken = true;
-            self.buf.clear();
-            return Err(Error::io(path(), e));
-        }
-        self.seg_bytes += self.buf.len() as u64;
+        let r = self.write_buf();
         self.buf.clear();
         if self.buf.capacity() > 1 << 20 {
             // a big commit (many new series at once) must not pin its buffer for good
             self.buf.shrink_to(1 << 16);
         }
+        if let Err(e) = r {
+            self.health.writes_failed.fetch_add(1, Ordering::Relaxed);
+            match &mut self.failing {
+                Some(f) => f.writes += 1,
+                None => {
+                    tracing::error!(error = %e,
+                        "WAL write failed; appends are refused until a write succeeds (tried again at every commit)");
+                    self.failing = Some(Failing {
+                        since: Instant::now(),
+                        writes: 1,
+                    });
+                    self.health.failing.store(true, Ordering::Relaxed);
+                }
+            }
+            return Err(e);
+        }
+        if let Some(f) = self.failing.take() {
+            tracing::warn!(
+                failed_writes = f.writes,
+                seconds = f.since.elapsed().as_secs(),
+                segment = self.seg,
+                "WAL writes succeed again; appends accepted"
+            );
+            self.health.failing.store(false, Ordering::Relaxed);
+        }
         let since = *self.unsynced.get_or_insert_with(Instant::now);
         if since.elapsed() >= self.fsync_interval {
-            self.sync()?;
+            // counted and logged by `sync`; the records are written
+            let _ = self.sync();
+        }
+        Ok(())
+    }
+
+    fn write_buf(&mut self) -> Result<()> {
+        use std::os::unix::fs::FileExt;
+        let len = self.buf.len() as u64;
+        if self.seg_bytes > 0 && self.seg_bytes + len > self.max_segment_bytes {
+            self.roll().map_err(write_error)?;
+        }
+        let at = self.seg_bytes;
+        let path = || self.dir.join(segment_name(self.seg));
+        if let Err(e) = self.file.write_all_at(&self.buf, at) {
+            // cut off what part of it was written: no torn record stays in the log
+            self.dirty_tail = self.file.set_len(at).is_err();
+            return Err(Error::WalWrite {
+                path: path(),
+                source: e,
+            });
+        }
+        self.seg_bytes += len;
+        if self.dirty_tail {
+            // bytes of an earlier failed write beyond this one
+            self.dirty_tail = self.file.set_len(self.seg_bytes).is_err();
         }
         Ok(())
     }
@@ -374,9 +531,12 @@ impl WalWriter {
     /// Fsyncs the current segment if anything was written since the last fsync.
     pub fn sync(&mut self) -> Result<()> {
         if self.unsynced.is_some() {
-            self.file
+            let r = self
+                .file
                 .sync_data()
-                .map_err(|e| Error::io(self.dir.join(segment_name(self.seg)), e))?;
+                .map_err(|e| Error::io(self.dir.join(segment_name(self.seg)), e));
+            self.health.fsync_result(&r);
+            r?;
             self.unsynced = None;
         }
         Ok(())
@@ -406,18 +566,22 @@ impl WalWriter {
     }
 
     /// Fsyncs the current segment and starts the next one; returns the closed segment number.
+    /// On failure the current segment stays the one written.
     pub fn roll(&mut self) -> Result<u32> {
-        if !self.broken {
+        let path = self.dir.join(segment_name(self.seg));
+        if self.dirty_tail {
             self.file
-                .sync_data()
-                .map_err(|e| Error::io(self.dir.join(segment_name(self.seg)), e))?;
+                .set_len(self.seg_bytes)
+                .map_err(|e| Error::io(&path, e))?;
+            self.dirty_tail = false;
         }
+        self.file.sync_data().map_err(|e| Error::io(&path, e))?;
         let old = self.seg;
         self.file = Self::open_segment(&self.dir, old + 1)?;
         self.seg = old + 1;
         self.seg_bytes = 0;
         self.unsynced = None;
-        self.broken = false;
+        self.health.segment.store(self.seg, Ordering::Relaxed);
         Ok(old)
     }
 }
@@ -428,12 +592,17 @@ pub fn write_checkpoint(dir: &Path, upto: u32, records: &[u8]) -> Result<()> {
     let name = checkpoint_name(upto);
     let tmp = dir.join(format!("{name}.tmp"));
     let fin = dir.join(&name);
-    {
-        let mut f = File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
-        f.write_all(records).map_err(|e| Error::io(&tmp, e))?;
-        f.sync_all().map_err(|e| Error::io(&tmp, e))?;
+    let written = File::create(&tmp)
+        .and_then(|mut f| {
+            f.write_all(records)?;
+            f.sync_all()
+        })
+        .and_then(|()| fs::rename(&tmp, &fin));
+    if let Err(e) = written {
+        // a full disk: free the space at once, the segments stay as they are
+        let _ = fs::remove_file(&tmp);
+        return Err(Error::io(&tmp, e));
     }
-    fs::rename(&tmp, &fin).map_err(|e| Error::io(&fin, e))?;
     sync_dir(dir)?;
     let (segs, cps) = list(dir)?;
     for s in segs.into_iter().filter(|&s| s <= upto) {
@@ -544,29 +713,139 @@ mod tests {
         assert_eq!(ss.len(), 9);
     }
 
-    #[test]
-    fn corruption_drops_later_segments() {
-        let d = tempfile::tempdir().unwrap();
-        let w = d.path().join("wal");
-        let mut wr = WalWriter::create(&w, 0, Duration::ZERO, 100).unwrap();
-        for i in 0..30 {
+    /// Writes `n` one-sample records (`t = 0..n`), rolling at `seg_bytes`; returns the
+    /// segment numbers.
+    fn write_n(w: &Path, n: i64, seg_bytes: u64) -> Vec<u32> {
+        let mut wr = WalWriter::create(w, 0, Duration::ZERO, seg_bytes).unwrap();
+        for i in 0..n {
             wr.log_samples(&[sample(i)]);
             wr.flush().unwrap();
         }
         drop(wr);
-        let (segs, _) = list(&w).unwrap();
+        list(w).unwrap().0
+    }
+
+    fn times(ss: &[RefSample]) -> Vec<i64> {
+        ss.iter().map(|s| s.t).collect()
+    }
+
+    #[test]
+    fn damage_in_the_middle_keeps_later_segments() {
+        let d = tempfile::tempdir().unwrap();
+        let w = d.path().join("wal");
+        let segs = write_n(&w, 30, 100);
         assert!(segs.len() >= 3);
         let victim = w.join(segment_name(segs[1]));
+        let per_seg = record::Frames::new(&fs::read(&victim).unwrap()).count();
         let mut b = fs::read(&victim).unwrap();
-        b[HEADER_LEN_PUB + 3] ^= 0x40;
+        b[HEADER_LEN_PUB + 3] ^= 0x40; // the first record's payload
         fs::write(&victim, &b).unwrap();
         let (st, ss, _) = collect(&w, false);
+        assert_eq!(st.corruptions.len(), 1, "{:?}", st.corruptions);
+        let c = &st.corruptions[0];
+        assert_eq!((&c.path, c.offset, c.tail), (&victim, 0, false));
+        assert_eq!(
+            c.dropped_bytes,
+            (b.len() / per_seg) as u64,
+            "one record skipped"
+        );
+        // only the damaged record's sample is missing
+        let lost = per_seg as i64; // segs[0] holds t = 0..per_seg
+        let want: Vec<i64> = (0..30).filter(|&t| t != lost).collect();
+        assert_eq!(times(&ss), want);
+        assert_eq!(list(&w).unwrap().0, segs, "no segment deleted");
+    }
+
+    #[test]
+    fn garbage_between_records_is_skipped() {
+        let d = tempfile::tempdir().unwrap();
+        let w = d.path().join("wal");
+        let segs = write_n(&w, 10, 1 << 20);
+        let seg = w.join(segment_name(segs[0]));
+        let b = fs::read(&seg).unwrap();
+        let rec = b.len() / 10;
+        // a torn write of 2.5 records, then 37 bytes of garbage, in the middle of the log
+        let mut out = b[..rec * 4].to_vec();
+        let mut torn = Vec::new();
+        record::encode_samples(&mut torn, &[sample(100), sample(101), sample(102)]);
+        out.extend_from_slice(&torn[..torn.len() / 2]);
+        out.extend((0..37u8).map(|i| i.wrapping_mul(151)));
+        let skipped = out.len() - rec * 4;
+        out.extend_from_slice(&b[rec * 4..]);
+        fs::write(&seg, &out).unwrap();
+        let (st, ss, _) = collect(&w, true);
+        assert_eq!(times(&ss), (0..10).collect::<Vec<_>>());
         assert_eq!(st.corruptions.len(), 1);
-        assert_eq!(st.corruptions[0].offset, 0);
-        let first_seg = fs::read(w.join(segment_name(segs[0]))).unwrap();
-        assert_eq!(ss.len(), record::Frames::new(&first_seg).count());
-        let (segs2, _) = list(&w).unwrap();
-        assert_eq!(segs2, segs[..2].to_vec());
+        let c = &st.corruptions[0];
+        assert_eq!(
+            (c.offset, c.dropped_bytes),
+            ((rec * 4) as u64, skipped as u64)
+        );
+        assert!(!c.tail);
+        assert!(c.to_string().contains("skipped"), "{c}");
+        // repairing replay leaves the file alone (the database checkpoints it away)
+        let (st, ss, _) = collect(&w, false);
+        assert_eq!(ss.len(), 10);
+        assert_eq!(st.corruptions.len(), 1);
+        assert_eq!(fs::read(&seg).unwrap(), out);
+    }
+
+    #[test]
+    fn a_missing_segment_costs_only_itself() {
+        let d = tempfile::tempdir().unwrap();
+        let w = d.path().join("wal");
+        let segs = write_n(&w, 20, 60);
+        assert!(segs.len() >= 4);
+        let gone = w.join(segment_name(segs[1]));
+        let lost = record::Frames::new(&fs::read(&gone).unwrap()).count();
+        fs::remove_file(&gone).unwrap();
+        let (st, ss, _) = collect(&w, false);
+        assert_eq!(ss.len(), 20 - lost);
+        assert_eq!(ss.last().unwrap().t, 19);
+        assert_eq!(st.corruptions.len(), 1);
+        assert!(st.corruptions[0].reason.contains("missing"));
+        assert_eq!(list(&w).unwrap().0.len(), segs.len() - 1);
+    }
+
+    #[test]
+    fn torn_tail_of_an_earlier_segment_keeps_later_ones() {
+        let d = tempfile::tempdir().unwrap();
+        let w = d.path().join("wal");
+        let segs = write_n(&w, 20, 60);
+        let first = w.join(segment_name(segs[0]));
+        let n0 = record::Frames::new(&fs::read(&first).unwrap()).count();
+        let len = fs::metadata(&first).unwrap().len();
+        let mut f = OpenOptions::new().append(true).open(&first).unwrap();
+        f.write_all(&[2, 200, 0, 0]).unwrap(); // half a header
+        drop(f);
+        let (st, ss, _) = collect(&w, false);
+        assert_eq!(times(&ss), (0..20).collect::<Vec<_>>());
+        assert_eq!(st.corruptions.len(), 1);
+        assert!(st.corruptions[0].tail);
+        assert_eq!(fs::metadata(&first).unwrap().len(), len, "cut back");
+        assert!(n0 > 0);
+    }
+
+    #[test]
+    fn next_intact_scans_past_a_broken_length() {
+        let mut buf = Vec::new();
+        for i in 0..5 {
+            record::encode_samples(&mut buf, &[sample(i)]);
+        }
+        let rec = buf.len() / 5;
+        // the second record's length field is destroyed: found by scanning
+        buf[rec + 2] = 0xff;
+        assert_eq!(record::next_intact(&buf, rec), Some(rec * 2));
+        // a payload bit: found right after the record
+        buf[rec + 2] = 0;
+        let mut b2 = Vec::new();
+        for i in 0..5 {
+            record::encode_samples(&mut b2, &[sample(i)]);
+        }
+        b2[rec * 3 + 12] ^= 1;
+        assert_eq!(record::next_intact(&b2, rec * 3), Some(rec * 4));
+        // nothing intact after the last record
+        assert_eq!(record::next_intact(&b2, rec * 4 + 1), None);
     }
 
     const HEADER_LEN_PUB: usize = record::HEADER_LEN;

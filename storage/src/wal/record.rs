@@ -179,6 +179,56 @@ impl<'a> Frames<'a> {
     pub fn offset(&self) -> usize {
         self.off
     }
+
+    /// After the iterator reported a damaged record, moves to the next intact record (see
+    /// [`next_intact`]) and resumes there: returns its offset, or `None` (iteration stays
+    /// ended) when no intact record follows, so that the damage is a torn tail.
+    pub fn skip_damaged(&mut self) -> Option<usize> {
+        if !self.failed {
+            return None;
+        }
+        let next = next_intact(self.buf, self.off)?;
+        self.off = next;
+        self.failed = false;
+        Some(next)
+    }
+}
+
+/// Whether a whole, checksum-verified record starts at `off` of `buf`.
+fn intact_at(buf: &[u8], off: usize) -> bool {
+    let Some(rest) = buf.get(off..) else {
+        return false;
+    };
+    if rest.len() < HEADER_LEN || !(TYPE_SERIES..=TYPE_MIN_VALID).contains(&rest[0]) {
+        return false;
+    }
+    let len = u32::from_le_bytes([rest[1], rest[2], rest[3], rest[4]]) as usize;
+    if len > MAX_PAYLOAD || len > rest.len() - HEADER_LEN {
+        return false;
+    }
+    let crc = u32::from_le_bytes([rest[5], rest[6], rest[7], rest[8]]);
+    let mut h = crc32fast::Hasher::new();
+    h.update(&rest[..5]);
+    h.update(&rest[HEADER_LEN..HEADER_LEN + len]);
+    h.finalize() == crc
+}
+
+/// The offset of the first intact record after the damaged one at `damaged`, or `None` when
+/// none follows. Where the damaged record's own length is plausible and an intact record (or
+/// the end of the buffer) follows it, that is the answer (a flipped payload bit loses only
+/// its own record); otherwise every later offset is tried. A false match needs a valid type,
+/// a fitting length and a matching CRC-32 at once.
+pub fn next_intact(buf: &[u8], damaged: usize) -> Option<usize> {
+    if let Some(rest) = buf.get(damaged..) {
+        if rest.len() >= HEADER_LEN {
+            let len = u32::from_le_bytes([rest[1], rest[2], rest[3], rest[4]]) as usize;
+            let next = damaged.saturating_add(HEADER_LEN).saturating_add(len);
+            if len <= rest.len() - HEADER_LEN && next < buf.len() && intact_at(buf, next) {
+                return Some(next);
+            }
+        }
+    }
+    (damaged + 1..buf.len().saturating_sub(HEADER_LEN - 1)).find(|&o| intact_at(buf, o))
 }
 
 impl<'a> Iterator for Frames<'a> {
