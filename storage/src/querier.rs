@@ -21,6 +21,16 @@ struct SChunk {
     src: Src,
 }
 
+impl SChunk {
+    /// A decoding error of this chunk, naming the block's chunk file and the offset in it.
+    fn locate(&self, e: Error) -> Error {
+        match &self.src {
+            Src::Block(b, r) => b.locate_chunk_error(*r, e),
+            Src::Head(_) => e,
+        }
+    }
+}
+
 /// Reads the database over `[mint, maxt]`. Each call sees everything committed before it
 /// started: it reads the head first and the block list after, so a block cut that moves data
 /// from the head into a block meanwhile loses nothing (data seen twice is merged). Results
@@ -228,7 +238,7 @@ impl Series {
                 Src::Block(b, r) => b.chunk(*r)?,
                 Src::Head(h) => h.bytes(),
             };
-            let mut it = chunk::decode(bytes)?;
+            let mut it = chunk::decode(bytes).map_err(|e| c.locate(e))?;
             let base = ts.len();
             it.decode_into(ts, vs);
             let from = last.map_or(self.mint, |l| self.mint.max(l.saturating_add(1)));
@@ -246,7 +256,7 @@ impl Series {
                 last = ts.last().copied();
             }
             if let Some(e) = it.err() {
-                return Err(relabel(e));
+                return Err(c.locate(relabel(e)));
             }
             if past {
                 break;
@@ -338,12 +348,12 @@ impl<'a> SeriesIter<'a> {
             Ok(mut it) => {
                 it.decode_into(&mut self.ts, &mut self.vs);
                 if let Some(e) = it.err() {
-                    self.pending_err = Some(relabel(e));
+                    self.pending_err = Some(c.locate(relabel(e)));
                 }
                 true
             }
             Err(e) => {
-                self.err = Some(e);
+                self.err = Some(c.locate(e));
                 false
             }
         }

@@ -243,3 +243,49 @@ fn write_index_seeds() {
     let b = fs::read(dir.path().join(&m.id).join("index")).unwrap();
     fs::write(out.join("seed-mixed-labels"), b).unwrap();
 }
+
+#[test]
+fn query_names_the_chunk_file_and_offset_that_check_gives() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    let meta = small_block(p, 0, 4);
+    let victim = p.join(&meta.id);
+    let b = Block::open(&victim).unwrap();
+    let s = b
+        .select(&[Matcher::equal("instance", "h2")], i64::MIN, i64::MAX)
+        .unwrap();
+    let (_, r) = s[0].chunks[0];
+    let len = b.chunk(r).unwrap().len() as u64;
+    drop(b);
+    let seg = victim.join("chunks").join("000001");
+    flip(&seg, u64::from(split_ref(r).1) + len / 2);
+    let checked: Vec<String> = Block::open(&victim)
+        .unwrap()
+        .check()
+        .unwrap()
+        .iter()
+        .map(|e| e.to_string())
+        .collect();
+    assert!(!checked.is_empty());
+
+    let db = inferdb_storage::Db::open(
+        p,
+        inferdb_storage::Options {
+            read_only: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let q = db.querier(i64::MIN, i64::MAX).unwrap();
+    let series = q.select(&[Matcher::equal("instance", "h2")]).unwrap();
+    // by sample
+    let mut it = series[0].iter();
+    for _ in it.by_ref() {}
+    let e = it.take_err().expect("the corrupt chunk is reported");
+    assert_eq!(corrupt_at(&e).unwrap().0, seg, "{e}");
+    assert!(checked.contains(&e.to_string()), "{e} not in {checked:?}");
+    // in bulk
+    let (mut ts, mut vs) = (Vec::new(), Vec::new());
+    let e = series[0].decode_into(&mut ts, &mut vs).unwrap_err();
+    assert!(checked.contains(&e.to_string()), "{e} not in {checked:?}");
+}

@@ -445,6 +445,12 @@ impl Block {
         self.chunks.get(r)
     }
 
+    /// Names the chunk file and the offset of chunk `r` in an error from decoding its bytes
+    /// (the same file and offset as [`Block::check`] gives).
+    pub fn locate_chunk_error(&self, r: u64, e: Error) -> Error {
+        relocate(e, &self.chunks.segment_path(r), u64::from(split_ref(r).1))
+    }
+
     /// Decodes the chunk at `r`, verifying its checksum; errors name the chunk file and offset.
     pub fn decode_chunk(&self, r: u64) -> Result<chunk_api::SampleIter<'_>> {
         self.chunks.decode(r)
