@@ -311,3 +311,11 @@ fn wanted(sc: &ScrapeConfig) -> Vec<(String, String, Start)> {
     }
     v
 }
+
+/// Decodes `data` as everything discovery reads from the network (an HTTP SD document, a
+/// Kubernetes object of each kind, then the target groups of every role from it): the fuzz
+/// target's body, also replayed on stable Rust by `tests/sd_fuzz_corpus.rs`. Returns how
+/// many decodings succeeded.
+pub fn fuzz_decode(data: &[u8]) -> usize {
+    kubernetes::fuzz_decode(data) + usize::from(http::parse_groups("http://sd/", data).is_ok())
+}

@@ -664,5 +664,33 @@ pub(crate) fn start_with(
     .abort_handle()
 }
 
+/// Decodes `data` as each kind of object and builds every role's groups from the ones that
+/// decode (see [`crate::discovery::fuzz_decode`]).
+pub(crate) fn fuzz_decode(data: &[u8]) -> usize {
+    let mut s = Stores::default();
+    let mut ok = 0;
+    macro_rules! try_kind {
+        ($t:ty, $field:ident) => {
+            if let Ok(o) = serde_json::from_slice::<$t>(data) {
+                ok += 1;
+                s.$field.insert(o.key(), o);
+            }
+        };
+    }
+    try_kind!(Pod, pods);
+    try_kind!(Service, services);
+    try_kind!(Endpoints, endpoints);
+    try_kind!(EndpointSlice, slices);
+    try_kind!(Node, nodes);
+    try_kind!(Namespace, namespaces);
+    for role in ["pod", "service", "endpoints", "endpointslice", "node"] {
+        let y = format!("{{role: {role}, attach_metadata: {{node: true, namespace: true}}}}");
+        if let Ok(c) = serde_yaml::from_str::<KubernetesSdConfig>(&y) {
+            let _ = build(&c, &s);
+        }
+    }
+    ok
+}
+
 #[cfg(test)]
 mod tests;
