@@ -14,6 +14,7 @@ pub mod discovery;
 pub mod export;
 pub mod gpu;
 pub mod import;
+pub mod logging;
 pub mod metric_aliases;
 pub mod metrics;
 pub mod model;

@@ -19,6 +19,8 @@ use inferdb::cli::{query::QueryArgs, rules::RulesArgs, serve::ServeArgs, simulat
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    #[command(flatten)]
+    log: inferdb::logging::LogArgs,
 }
 
 #[derive(Debug, Subcommand)]
@@ -41,13 +43,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    cli.log.init();
     let res = match cli.command {
         Command::Serve(a) => a.run(),
         Command::Query(a) => a.run(),

@@ -13,6 +13,7 @@ pub mod json;
 pub mod params;
 pub mod router;
 pub mod tls;
+pub mod web_urls;
 
 mod labels;
 mod metadata;
@@ -33,6 +34,7 @@ use inferdb_storage::{Labels, Matcher};
 pub use backend::DbBackend;
 pub use error::{ApiError, ErrorType};
 pub use router::{router, serve, ApiConfig, ApiState};
+pub use web_urls::WebUrls;
 
 /// The maximum number of points per series a range query may produce, as in Prometheus.
 pub const MAX_POINTS_PER_SERIES: i64 = 11_000;

@@ -50,6 +50,8 @@ pub struct ApiConfig {
     pub basic_auth_users: BTreeMap<String, String>,
     /// HTTPS settings from the web configuration's `tls_server_config`; `None`: plain HTTP.
     pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// The external URL and the route prefix every endpoint is served under.
+    pub web: super::WebUrls,
 }
 
 impl Default for ApiConfig {
@@ -67,6 +69,7 @@ impl Default for ApiConfig {
             config_yaml: String::new(),
             basic_auth_users: BTreeMap::new(),
             tls: None,
+            web: super::WebUrls::default(),
         }
     }
 }
@@ -454,7 +457,20 @@ pub fn router(state: ApiState) -> Router {
         Some(a) => router.layer(middleware::from_fn_with_state(a, super::auth::require)),
         None => router,
     };
-    router.with_state(state)
+    let prefix = state.config().web.prefix().to_string();
+    let router = router.with_state(state);
+    if prefix.is_empty() {
+        return router;
+    }
+    // As Prometheus: everything under the prefix, `/` redirects there.
+    let to = format!("{prefix}/");
+    Router::new()
+        .route(
+            "/",
+            get(move || async move { (StatusCode::FOUND, [(header::LOCATION, to)]) }),
+        )
+        .nest(&prefix, router)
+        .fallback(not_found)
 }
 
 /// Serves the API on `listener` until `shutdown` completes: HTTPS when the configuration

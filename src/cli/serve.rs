@@ -43,13 +43,35 @@ pub struct ServeArgs {
         default_value = "data"
     )]
     pub data_dir: PathBuf,
-    /// Address to serve the HTTP API on.
+    /// Address to serve the HTTP API on: HOST:PORT, or :PORT for every interface.
     #[arg(
         long = "web.listen-address",
         value_name = "HOST:PORT",
         default_value = "127.0.0.1:9090"
     )]
     pub listen: String,
+    /// The URL under which inferdb is reachable from outside (behind a reverse proxy), used in
+    /// the URLs it generates; its path is the default route prefix. Default:
+    /// http://<hostname>:<port>/.
+    #[arg(long = "web.external-url", value_name = "URL")]
+    pub external_url: Option<String>,
+    /// Prefix of every HTTP endpoint (e.g. /prometheus); `/` redirects there. Default: the
+    /// path of --web.external-url.
+    #[arg(long = "web.route-prefix", value_name = "PATH")]
+    pub route_prefix: Option<String>,
+    /// Comma-separated features to enable. Known: remote-write-receiver (as
+    /// --web.enable-remote-write-receiver), promql-experimental-functions (always on in
+    /// inferdb), promql-at-modifier and promql-negative-offset (permanently on, no-ops).
+    /// Unknown names are logged and ignored, as Prometheus does.
+    #[arg(long = "enable-feature", value_name = "NAME[,NAME...]")]
+    pub enable_feature: Vec<String>,
+    /// Prometheus' WAL compression. inferdb's WAL is not compressed: the flag is refused, and
+    /// --no-storage.tsdb.wal-compression (what inferdb does) is accepted.
+    #[arg(long = "storage.tsdb.wal-compression", hide = true)]
+    pub wal_compression: bool,
+    /// Write the WAL uncompressed (inferdb always does).
+    #[arg(long = "no-storage.tsdb.wal-compression")]
+    pub no_wal_compression: bool,
     /// Scrape this URL (repeatable), without a configuration file.
     #[arg(long = "scrape", value_name = "URL")]
     pub scrape: Vec<String>,
@@ -134,26 +156,85 @@ pub struct ServeArgs {
         default_value = "1m"
     )]
     pub remote_flush_deadline: String,
-    /// Prometheus flags accepted for compatibility and ignored (e.g. --web.console.libraries).
+    /// Prometheus' console template flags: refused (inferdb serves no console templates).
     #[arg(
         long = "web.console.libraries",
         alias = "web.console.templates",
         hide = true,
-        value_name = "X"
+        value_name = "DIR"
     )]
-    pub ignored_console: Vec<String>,
-    /// Prometheus flags accepted for compatibility and ignored.
-    #[arg(
-        long = "log.level",
-        aliases = ["log.format", "web.external-url", "web.route-prefix", "enable-feature", "storage.tsdb.wal-compression", "web.page-title"],
-        hide = true,
-        value_name = "X",
-        num_args = 0..=1
-    )]
-    pub ignored: Vec<String>,
-    /// Prometheus flag accepted for compatibility and ignored.
-    #[arg(long = "web.enable-admin-api", hide = true)]
-    pub ignored_admin: bool,
+    pub console: Vec<String>,
+}
+
+/// What `--enable-feature` turned on.
+#[derive(Debug, Default, Clone, Copy)]
+struct Features {
+    remote_write_receiver: bool,
+}
+
+/// Reads `--enable-feature` values (comma-separated, repeatable) and logs each as Prometheus
+/// does: known ones at info, retired ones as no-ops, unknown ones as a warning.
+fn features(values: &[String]) -> Features {
+    let mut f = Features::default();
+    for o in values.iter().flat_map(|v| v.split(',')) {
+        match o {
+            "" => {}
+            "remote-write-receiver" => {
+                f.remote_write_receiver = true;
+                tracing::warn!(
+                    "Remote write receiver enabled via feature flag remote-write-receiver. \
+                     This is DEPRECATED. Use --web.enable-remote-write-receiver."
+                );
+            }
+            "promql-experimental-functions" => {
+                tracing::info!("Experimental PromQL functions enabled (always on in inferdb)")
+            }
+            "promql-at-modifier" | "promql-negative-offset" => tracing::warn!(
+                option = o,
+                "This option for --enable-feature is now permanently enabled and therefore a no-op."
+            ),
+            _ => tracing::warn!(option = o, "Unknown option for --enable-feature"),
+        }
+    }
+    f
+}
+
+/// Binds `--web.listen-address`: `HOST:PORT` as resolved, or `:PORT` on every interface as
+/// Prometheus does (IPv6 and IPv4 where the machine has IPv6, IPv4 otherwise).
+pub async fn bind_listen(addr: &str) -> anyhow::Result<tokio::net::TcpListener> {
+    let flag = || format!("--web.listen-address {addr:?}");
+    if let Some(port) = addr.strip_prefix(':') {
+        let port: u16 = port
+            .parse()
+            .map_err(|_| anyhow!("{}: {port:?} is not a port number", flag()))?;
+        let any6 = SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, port));
+        return match tokio::net::TcpListener::bind(any6).await {
+            Ok(l) => Ok(l),
+            Err(_) => tokio::net::TcpListener::bind(SocketAddr::from(([0, 0, 0, 0], port)))
+                .await
+                .with_context(flag),
+        };
+    }
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host(addr)
+        .await
+        .with_context(flag)?
+        .collect();
+    let mut last = None;
+    for a in &addrs {
+        match tokio::net::TcpListener::bind(a).await {
+            Ok(l) => return Ok(l),
+            Err(e) => last = Some(e),
+        }
+    }
+    match last {
+        Some(e) if e.kind() == std::io::ErrorKind::AddrInUse => Err(anyhow!(
+            "{}: address already in use (another server on that port? choose another with \
+             --web.listen-address)",
+            flag()
+        )),
+        Some(e) => Err(anyhow::Error::new(e).context(flag())),
+        None => Err(anyhow!("{}: resolves to nothing", flag())),
+    }
 }
 
 fn duration_ms(flag: &str, s: &str) -> anyhow::Result<i64> {
@@ -227,9 +308,17 @@ impl ScrapeStatus for ScrapeView {
     fn reload(&self) -> Result<(), String> {
         let res = (self.load)().map_err(|e| format!("{e:#}"));
         crate::metrics::record_config_reload(res.is_ok());
-        self.configs.send_replace(res?);
-        tracing::info!("configuration reloaded");
-        Ok(())
+        match res {
+            Ok(cfg) => {
+                self.configs.send_replace(cfg);
+                tracing::info!("Completed loading of configuration file");
+                Ok(())
+            }
+            Err(e) => {
+                tracing::error!(err = %e, "Error reloading config");
+                Err(e)
+            }
+        }
     }
 }
 
@@ -283,6 +372,14 @@ impl ServeArgs {
             self.data_dir.display().to_string(),
         );
         flags.insert("web.listen-address".into(), self.listen.clone());
+        let web = crate::api::WebUrls::new(
+            self.external_url.as_deref(),
+            self.route_prefix.as_deref(),
+            listen.port(),
+        )?;
+        flags.insert("web.external-url".into(), web.external_url().to_string());
+        flags.insert("web.route-prefix".into(), web.prefix_display().to_string());
+        flags.insert("enable-feature".into(), self.enable_feature.join(","));
         flags.insert(
             "storage.tsdb.retention.time".into(),
             self.retention_time.clone(),
@@ -312,7 +409,7 @@ impl ServeArgs {
             "web.enable-remote-write-receiver".into(),
             self.enable_remote_write_receiver.to_string(),
         );
-        let web = match &self.web_config_file {
+        let web_config = match &self.web_config_file {
             Some(p) => crate::api::auth::WebConfig::load(p)
                 .with_context(|| format!("--web.config.file {}", p.display()))?,
             None => crate::api::auth::WebConfig::default(),
@@ -328,18 +425,37 @@ impl ServeArgs {
             flags,
             storage_retention: self.retention_time.clone(),
             config_yaml: String::new(),
-            basic_auth_users: web.basic_auth_users,
-            tls: web.tls,
+            basic_auth_users: web_config.basic_auth_users,
+            tls: web_config.tls,
+            web,
         })
     }
 
+    /// Flags Prometheus has and inferdb refuses, with the reason.
+    fn refuse_unsupported(&self) -> anyhow::Result<()> {
+        if self.wal_compression {
+            anyhow::bail!(
+                "--storage.tsdb.wal-compression: inferdb's WAL is not compressed; leave the flag \
+                 out (or give --no-storage.tsdb.wal-compression)"
+            );
+        }
+        if !self.console.is_empty() {
+            anyhow::bail!(
+                "--web.console.libraries/--web.console.templates: inferdb serves no console \
+                 templates; leave these flags out"
+            );
+        }
+        Ok(())
+    }
+
     async fn run_async(self) -> anyhow::Result<()> {
-        let listen: SocketAddr = tokio::net::lookup_host(&self.listen)
-            .await
-            .with_context(|| format!("--web.listen-address {:?}", self.listen))?
-            .next()
-            .ok_or_else(|| anyhow!("--web.listen-address {:?} resolves to nothing", self.listen))?;
+        self.refuse_unsupported()?;
+        let features = features(&self.enable_feature);
+        let listener = bind_listen(&self.listen).await?;
+        let listen = listener.local_addr()?;
         let mut api_cfg = self.api_config(listen)?;
+        tracing::info!(version = env!("CARGO_PKG_VERSION"), "Starting inferdb");
+        tracing::debug!(flags = ?api_cfg.flags, "Command-line flags");
         let metric_aliases = self.aliases.load()?;
         let retention_ms = duration_ms("storage.tsdb.retention.time", &self.retention_time)?;
         let block_ms = duration_ms("storage.tsdb.min-block-duration", &self.min_block_duration)?;
@@ -501,10 +617,8 @@ impl ServeArgs {
                     tokio::spawn(async move {
                         while hup.recv().await.is_some() {
                             let v = view.clone();
-                            match tokio::task::spawn_blocking(move || v.reload()).await {
-                                Ok(Ok(())) => {}
-                                Ok(Err(e)) => tracing::error!("reload failed: {e}"),
-                                Err(e) => tracing::error!("reload failed: {e}"),
+                            if let Err(e) = tokio::task::spawn_blocking(move || v.reload()).await {
+                                tracing::error!(err = %e, "Error reloading config");
                             }
                         }
                     })
@@ -525,23 +639,16 @@ impl ServeArgs {
         state.set_remote(Arc::new(crate::remote::receiver::RemoteStore::new(
             db.clone(),
             crate::remote::receiver::RemoteOptions {
-                write_enabled: self.enable_remote_write_receiver
-                    || self
-                        .ignored
-                        .iter()
-                        .any(|v| v.split(',').any(|f| f == "remote-write-receiver")),
+                write_enabled: self.enable_remote_write_receiver || features.remote_write_receiver,
                 ..Default::default()
             },
         )));
-        let listener = tokio::net::TcpListener::bind(listen)
-            .await
-            .with_context(|| format!("listening on {listen}"))?;
         let scheme = if state.config().tls.is_some() {
             "https"
         } else {
             "http"
         };
-        let mut addr = listener.local_addr()?;
+        let mut addr = listen;
         if addr.ip().is_unspecified() {
             addr.set_ip(if addr.is_ipv4() {
                 std::net::Ipv4Addr::LOCALHOST.into()
@@ -549,8 +656,12 @@ impl ServeArgs {
                 std::net::Ipv6Addr::LOCALHOST.into()
             });
         }
-        tracing::info!(url = %format!("{scheme}://{addr}/"), "web UI and API ready; open this URL in a browser");
-        eprintln!("inferdb serving on {scheme}://{}", listener.local_addr()?);
+        tracing::info!(
+            address = %listen,
+            url = %format!("{scheme}://{addr}{}/", state.config().web.prefix()),
+            external_url = state.config().web.external_url(),
+            "Listening and serving HTTP (web UI and API: open url in a browser)"
+        );
         let served = api::serve(listener, state, shutdown_signal()).await;
         tracing::info!("shutting down");
         let _ = stop_tx.send(true);
