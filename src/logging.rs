@@ -39,7 +39,7 @@ pub enum LogFormat {
 pub struct LogArgs {
     /// Only log messages with the given severity or above.
     #[arg(long = "log.level", value_enum, default_value = "info", global = true)]
-    pub level: LogLevel,
+    pub log_level: LogLevel,
     /// Output format of log messages.
     #[arg(
         long = "log.format",
@@ -47,7 +47,7 @@ pub struct LogArgs {
         default_value = "logfmt",
         global = true
     )]
-    pub format: LogFormat,
+    pub log_format: LogFormat,
 }
 
 impl LogArgs {
@@ -55,13 +55,13 @@ impl LogArgs {
     /// at `level`; dependencies at `warn` or above (their debug output is not inferdb's).
     /// `RUST_LOG`, when set, replaces this filter (for debugging a dependency).
     pub fn init(&self) {
-        let lvl = match self.level {
+        let lvl = match self.log_level {
             LogLevel::Debug => "debug",
             LogLevel::Info => "info",
             LogLevel::Warn => "warn",
             LogLevel::Error => "error",
         };
-        let deps = if self.level == LogLevel::Error {
+        let deps = if self.log_level == LogLevel::Error {
             "error"
         } else {
             "warn"
@@ -75,7 +75,7 @@ impl LogArgs {
             .with_env_filter(filter)
             .with_writer(std::io::stderr)
             .with_ansi(false)
-            .event_format(PromFormat(self.format))
+            .event_format(PromFormat(self.log_format))
             .try_init();
     }
 }

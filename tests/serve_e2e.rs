@@ -725,7 +725,7 @@ async fn reload_adds_and_removes_targets_and_refuses_broken_files() {
     tokio::time::sleep(Duration::from_millis(1000)).await;
     assert_eq!(serve.targets().await.len(), 3);
     assert!(
-        serve.stderr().contains("reload failed"),
+        serve.stderr().contains("Error reloading config"),
         "{}",
         serve.stderr()
     );
