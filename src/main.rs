@@ -24,6 +24,7 @@ struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
+#[allow(clippy::large_enum_variant)] // parsed once per process
 enum Command {
     /// Scrape targets into the store and serve the Prometheus-compatible HTTP API.
     Serve(ServeArgs),
