@@ -115,6 +115,20 @@ mod tests {
         );
     }
 
+    /// Prometheus 2.42 with `rule_files: [/tmp/promph/rules.yml]`, group `phase`, interval
+    /// 10 s, reported `lastEvaluation` 2026-12-03T17:24:37.441687083Z. 2.42 reports the wall
+    /// clock at the start of the evaluation, a few milliseconds after the scheduled
+    /// timestamp its samples carry: the hash's phase (7.435602236 s) is 6 ms before it.
+    #[test]
+    fn phase_is_prometheus_2_42s() {
+        let phase = (group_hash("/tmp/promph/rules.yml", "phase") % 10_000_000_000) as i64;
+        let reported = 7_441_687_083;
+        assert!(
+            (0..50_000_000).contains(&(reported - phase)),
+            "phase {phase} ns"
+        );
+    }
+
     fn labels(pairs: &[(&str, &str)]) -> Labels {
         Labels::from_pairs(pairs.iter().copied())
     }
