@@ -8,6 +8,7 @@
 #![warn(missing_docs)]
 
 pub mod api;
+pub mod build_info;
 pub mod cli;
 pub mod config;
 pub mod discovery;

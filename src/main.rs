@@ -12,6 +12,7 @@ use inferdb::cli::{query::QueryArgs, rules::RulesArgs, serve::ServeArgs, simulat
 #[command(
     name = "inferdb",
     version,
+    long_version = inferdb::build_info::LONG_VERSION,
     about,
     after_help = "Quick start:
   inferdb serve --demo          # simulated vLLM servers, scraped, API on http://127.0.0.1:9090"

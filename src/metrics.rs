@@ -623,7 +623,9 @@ pub fn write_build_info(out: &mut String) {
         "gauge",
         &[(
             &[
-                ("version", env!("CARGO_PKG_VERSION")),
+                ("version", crate::build_info::VERSION),
+                ("revision", crate::build_info::REVISION),
+                ("toolchain", crate::build_info::TOOLCHAIN),
                 (
                     "profile",
                     if cfg!(debug_assertions) {

@@ -248,3 +248,42 @@ fn failed_reload_is_logged() {
     );
     p.terminate();
 }
+
+#[test]
+fn version_and_buildinfo_say_which_build() {
+    let out = Command::new(BIN).arg("--version").output().unwrap();
+    let v = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    for k in [
+        "revision:",
+        "build date:",
+        "toolchain:",
+        "rustc ",
+        "Prometheus API:",
+    ] {
+        assert!(v.contains(k), "{k} not in {v}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let (p, base) = start(dir.path(), &[], port, "/-/ready");
+    let (st, body) = Client::new().get(&format!("{base}/api/v1/status/buildinfo"));
+    assert_eq!(st, 200);
+    let b: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let d = &b["data"];
+    assert!(v.contains(d["revision"].as_str().unwrap()), "{v} / {d}");
+    assert!(!d["buildDate"].as_str().unwrap().is_empty(), "{d}");
+    assert!(d["goVersion"].as_str().unwrap().contains("rustc"), "{d}");
+    // the provisioned Grafana datasource declares the version buildinfo answers
+    let ds = std::fs::read_to_string(
+        common::conformance::repo_root()
+            .join("deploy/grafana/provisioning/datasources/inferdb.yaml"),
+    )
+    .unwrap();
+    let declared = ds
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("prometheusVersion:"))
+        .unwrap()
+        .trim();
+    assert_eq!(declared, d["version"].as_str().unwrap());
+    p.terminate();
+}

@@ -13,7 +13,7 @@ use super::router::{success, ApiState};
 use super::QueryOptions;
 
 /// The Prometheus version inferdb reports: its query semantics follow Prometheus 3.
-pub const EMULATED_PROMETHEUS_VERSION: &str = "3.0.0";
+pub const EMULATED_PROMETHEUS_VERSION: &str = crate::build_info::PROMETHEUS_API_VERSION;
 
 fn rfc3339(t: SystemTime) -> String {
     DateTime::<Utc>::from(t).to_rfc3339_opts(SecondsFormat::Millis, true)
@@ -25,11 +25,17 @@ pub(crate) async fn buildinfo() -> Response {
     let mut d = String::from("{\"version\":");
     json::push_str(&mut d, EMULATED_PROMETHEUS_VERSION);
     d.push_str(",\"revision\":");
-    json::push_str(&mut d, &format!("inferdb-{}", env!("CARGO_PKG_VERSION")));
-    d.push_str(",\"branch\":\"HEAD\",\"buildUser\":\"inferdb\",\"buildDate\":\"\",\"goVersion\":");
+    json::push_str(&mut d, crate::build_info::REVISION);
+    d.push_str(",\"branch\":\"HEAD\",\"buildUser\":\"inferdb\",\"buildDate\":");
+    json::push_str(&mut d, crate::build_info::BUILD_DATE);
+    d.push_str(",\"goVersion\":");
     json::push_str(
         &mut d,
-        &format!("inferdb {} (Rust)", env!("CARGO_PKG_VERSION")),
+        &format!(
+            "inferdb {} ({})",
+            crate::build_info::VERSION,
+            crate::build_info::TOOLCHAIN
+        ),
     );
     d.push('}');
     success(&d, &[], &[])
