@@ -1,6 +1,7 @@
 //! Scrape loops against local HTTP servers: the simulator, a garbage target, a timeout
 //! target, a refused port, an oversized page, a page whose series vanish.
 
+use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -586,4 +587,84 @@ async fn plain_http_connection_is_kept_alive() {
         assert!(lp.scrape_once(t * 1000).await.up);
     }
     assert_eq!(conns.load(std::sync::atomic::Ordering::Relaxed), 1);
+}
+
+/// Issue 13: a target with 1 M series (refused by `sample_limit: 50000`) beside four 1 s
+/// targets, on the scrape thread `serve` uses: the four keep at least 90 % of their scrapes,
+/// and the large one is down with the page's sample count, as Prometheus reports it.
+#[test]
+fn a_huge_target_does_not_delay_the_others() {
+    const SERIES: usize = 1_000_000;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut page = String::with_capacity(SERIES * 28);
+    page.push_str("# TYPE huge gauge\n");
+    for i in 0..SERIES {
+        writeln!(page, "huge{{i=\"{i}\"}} 1").unwrap();
+    }
+    let page = Arc::new(page.into_bytes());
+    let (big, small) = rt.block_on(async {
+        let big = serve(move |_| Some(("text/plain; version=0.0.4".into(), page.to_vec()))).await;
+        let mut small = vec![];
+        for _ in 0..4 {
+            small.push(serve(|_| Some(("text/plain".into(), b"small 1\n".to_vec()))).await);
+        }
+        (big, small)
+    });
+    let small: Vec<String> = small.iter().map(|a| format!("'{a}'")).collect();
+    let cfg = config(&format!(
+        "global: {{scrape_interval: 1s, scrape_timeout: 1s}}
+scrape_configs:
+- {{job_name: big, sample_limit: 50000, static_configs: [{{targets: ['{big}']}}]}}
+- {{job_name: small, static_configs: [{{targets: [{}]}}]}}",
+        small.join(", ")
+    ));
+    let sink = Arc::new(MemorySink::new());
+    let mgr = Arc::new(ScrapeManager::new(sink.clone()));
+    let (_cfg_tx, cfg_rx) = tokio::sync::watch::channel(cfg);
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let done = {
+        let _g = rt.enter();
+        inferdb::scrape::manager::spawn_on_own_thread(mgr.clone(), cfg_rx, async {
+            let _ = stop_rx.await;
+        })
+        .unwrap()
+    };
+    // the window: from the large target's 2nd scrape to its 7th (bounded wait)
+    let big_up = |sink: &MemorySink| up(sink, &big.to_string());
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    while big_up(&sink).len() < 7 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let scrapes = big_up(&sink);
+    assert!(
+        scrapes.len() >= 7,
+        "large target scraped {} times",
+        scrapes.len()
+    );
+    assert!(scrapes.iter().all(|s| s.1 == 0.0), "{scrapes:?}");
+    let (from, to) = (scrapes[1].0, scrapes[6].0);
+    let expected = (to - from) as f64 / 1000.0;
+    for t in &small {
+        let inst = t.trim_matches('\'');
+        let n = up(&sink, inst)
+            .iter()
+            .filter(|s| s.0 >= from && s.0 <= to && s.1 == 1.0)
+            .count();
+        assert!(
+            n as f64 >= (0.9 * expected).floor(),
+            "{inst}: {n} scrapes in {expected} s beside the large target"
+        );
+    }
+    let info = mgr.targets();
+    let big_info = info.iter().find(|t| t.target.job == "big").unwrap();
+    let err = big_info.state.last_error.clone().unwrap_or_default();
+    assert!(err.contains("sample limit exceeded"), "{err}");
+    let scraped = sink.find(&[("__name__", "scrape_samples_scraped"), ("job", "big")]);
+    assert_eq!(scraped[0].1.last().unwrap().1, SERIES as f64);
+    let _ = stop_tx.send(());
+    rt.block_on(done).unwrap();
 }

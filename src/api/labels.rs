@@ -2,7 +2,8 @@
 
 use std::collections::BTreeSet;
 
-use axum::extract::{Path, State};
+use axum::extract::State;
+use axum::http::Uri;
 use axum::response::Response;
 use inferdb_storage::Matcher;
 
@@ -100,16 +101,51 @@ fn unescape_name(name: &str) -> String {
     out
 }
 
+/// The `<name>` segment of `.../label/<name>/values`, percent-decoded; bytes that are not
+/// UTF-8 are refused as Prometheus refuses them (`bad_data`, the name quoted as Go does).
+fn path_label_name(uri: &Uri) -> Result<String, ApiError> {
+    let path = uri.path();
+    let seg = path
+        .strip_suffix("/values")
+        .and_then(|p| p.rsplit_once('/'))
+        .map(|(_, seg)| seg)
+        .unwrap_or("");
+    let raw: Vec<u8> = percent_encoding::percent_decode_str(seg).collect();
+    String::from_utf8(raw).map_err(|e| {
+        ApiError::bad_data(format!(
+            "invalid label name: {}",
+            go_quote_bytes(e.as_bytes())
+        ))
+    })
+}
+
+/// Quotes bytes as Go's `%q` does: UTF-8 text as `strconv.Quote`, other bytes as `\xNN`.
+fn go_quote_bytes(b: &[u8]) -> String {
+    let mut out = String::from("\"");
+    for chunk in b.utf8_chunks() {
+        let q = inferdb_query::value::go_quote(chunk.valid());
+        out.push_str(&q[1..q.len() - 1]);
+        for x in chunk.invalid() {
+            out.push_str(&format!("\\x{x:02x}"));
+        }
+    }
+    out.push('"');
+    out
+}
+
 /// Handles GET `/api/v1/label/<name>/values`.
 pub(crate) async fn values(
     State(state): State<ApiState>,
-    Path(name): Path<String>,
+    uri: Uri,
     params: Params,
 ) -> Result<Response, ApiError> {
-    let name = unescape_name(&name);
+    let name = unescape_name(&path_label_name(&uri)?);
     // Prometheus 3 accepts any non-empty UTF-8 label name (legacy names need no escaping).
     if name.is_empty() || name.contains('\0') {
-        return Err(ApiError::bad_data(format!("invalid label name: {name:?}")));
+        return Err(ApiError::bad_data(format!(
+            "invalid label name: {}",
+            inferdb_query::value::go_quote(&name)
+        )));
     }
     let limit = params.limit()?;
     let start = params.time_or("start", MIN_TIME_MS)?;
@@ -132,5 +168,15 @@ mod tests {
         assert_eq!(unescape_name("U__a_2e_b"), "a.b");
         assert_eq!(unescape_name("U__a__b"), "a_b");
         assert_eq!(unescape_name("U__bad_zz_"), "U__bad_zz_");
+    }
+
+    #[test]
+    fn path_names_and_invalid_utf8() {
+        let uri: Uri = "/api/v1/label/a%2Fb/values?x=1".parse().unwrap();
+        assert_eq!(path_label_name(&uri).unwrap(), "a/b");
+        let uri: Uri = "/api/v1/label/a%FFb/values".parse().unwrap();
+        let e = path_label_name(&uri).unwrap_err();
+        assert_eq!(e.message, r#"invalid label name: "a\xffb""#);
+        assert_eq!(go_quote_bytes("é\"\n".as_bytes()), r#""é\"\n""#);
     }
 }

@@ -8,6 +8,7 @@
 
 pub mod auth;
 pub mod backend;
+pub mod conn;
 pub mod error;
 pub mod json;
 pub mod params;

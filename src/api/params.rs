@@ -118,6 +118,11 @@ fn is_form(req: &Request) -> bool {
     }
 }
 
+/// The query string of a GET whose request line was longer than the `http` crate's URI type
+/// holds (see `conn.rs`): [`Params`] reads it in place of the URI's.
+#[derive(Debug, Clone)]
+pub struct LongQuery(pub String);
+
 /// The largest body [`Params`] reads; set per router through a request extension.
 #[derive(Debug, Clone, Copy)]
 pub struct MaxBodyBytes(pub usize);
@@ -126,7 +131,10 @@ impl<S: Send + Sync> FromRequest<S> for Params {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, _state: &S) -> Result<Self, Self::Rejection> {
-        let query = req.uri().query().map(str::to_owned);
+        let query = match req.extensions().get::<LongQuery>() {
+            Some(q) => Some(q.0.clone()),
+            None => req.uri().query().map(str::to_owned),
+        };
         let has_body = matches!(*req.method(), Method::POST | Method::PUT | Method::PATCH);
         if !has_body || !is_form(&req) {
             return Ok(Params::from_parts(query.as_deref(), None));

@@ -52,6 +52,8 @@ pub struct ApiConfig {
     pub tls: Option<Arc<rustls::ServerConfig>>,
     /// The external URL and the route prefix every endpoint is served under.
     pub web: super::WebUrls,
+    /// Connection cap and timeouts.
+    pub conn_limits: super::conn::ConnLimits,
 }
 
 impl Default for ApiConfig {
@@ -70,6 +72,7 @@ impl Default for ApiConfig {
             basic_auth_users: BTreeMap::new(),
             tls: None,
             web: super::WebUrls::default(),
+            conn_limits: super::conn::ConnLimits::default(),
         }
     }
 }
@@ -480,10 +483,12 @@ pub async fn serve(
     state: ApiState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    let limits = state.config().conn_limits;
     if let Some(tls) = state.config().tls.clone() {
-        return super::tls::serve_tls(listener, router(state), tls, shutdown).await;
+        return super::tls::serve_tls(listener, router(state), tls, limits, shutdown).await;
     }
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown)
-        .await
+    super::conn::serve(listener, router(state), limits, shutdown, |tcp, _| async {
+        Some(tcp)
+    })
+    .await
 }

@@ -13,8 +13,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use hyper_util::rt::TokioIo;
-use hyper_util::service::TowerToHyperService;
 use rustls::crypto::{ring as provider, CryptoProvider};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -287,36 +285,19 @@ impl TlsServerConfig {
 const PLAIN_HTTP_ANSWER: &[u8] =
     b"HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n";
 
-/// Serves `app` over TLS on `listener` until `shutdown` completes, then lets open
-/// connections finish their requests (at most 30 s).
+/// Serves `app` over HTTPS on `listener` until `shutdown` completes, within `limits`: a
+/// client that speaks plain HTTP gets Go's answer, a handshake has 10 s.
 pub async fn serve_tls(
     listener: TcpListener,
     app: Router,
     tls: Arc<ServerConfig>,
+    limits: super::conn::ConnLimits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let acceptor = tokio_rustls::TlsAcceptor::from(tls);
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-    tokio::pin!(shutdown);
-    loop {
-        let (tcp, peer) = tokio::select! {
-            r = listener.accept() => match r {
-                Ok(x) => x,
-                Err(e) => {
-                    // out of descriptors and the like: back off rather than spin
-                    tracing::warn!("accepting a connection: {e}");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            _ = &mut shutdown => break,
-        };
-        let _ = tcp.set_nodelay(true);
+    super::conn::serve(listener, app, limits, shutdown, move |mut tcp, peer| {
         let acceptor = acceptor.clone();
-        let app = app.clone();
-        let watcher = graceful.watcher();
-        tokio::spawn(async move {
-            let mut tcp = tcp;
+        async move {
             // A TLS connection starts with a handshake record (0x16); anything else is most
             // likely plain HTTP: say so, as Prometheus (Go) does, and close.
             let mut first = [0u8; 1];
@@ -324,40 +305,23 @@ pub async fn serve_tls(
                 Ok(Ok(1)) if first[0] != 0x16 => {
                     let _ = tcp.write_all(PLAIN_HTTP_ANSWER).await;
                     let _ = tcp.shutdown().await;
-                    return;
+                    return None;
                 }
                 Ok(Ok(1)) => {}
-                _ => return,
+                _ => return None,
             }
-            let stream =
-                match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await {
-                    Ok(Ok(s)) => s,
-                    Ok(Err(e)) => {
-                        tracing::debug!("TLS handshake with {peer}: {e}");
-                        return;
-                    }
-                    Err(_) => {
-                        tracing::debug!("TLS handshake with {peer}: timed out");
-                        return;
-                    }
-                };
-            let svc = TowerToHyperService::new(app);
-            let conn = hyper::server::conn::http1::Builder::new()
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(Duration::from_secs(60))
-                .serve_connection(TokioIo::new(stream), svc);
-            let conn = watcher.watch(conn);
-            if let Err(e) = conn.await {
-                tracing::debug!("HTTPS connection from {peer}: {e}");
+            match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await {
+                Ok(Ok(s)) => Some(s),
+                Ok(Err(e)) => {
+                    tracing::debug!("TLS handshake with {peer}: {e}");
+                    None
+                }
+                Err(_) => {
+                    tracing::debug!("TLS handshake with {peer}: timed out");
+                    None
+                }
             }
-        });
-    }
-    drop(listener);
-    tokio::select! {
-        _ = graceful.shutdown() => {}
-        _ = tokio::time::sleep(Duration::from_secs(30)) => {
-            tracing::warn!("HTTPS connections still open after 30 s; closing");
         }
-    }
-    Ok(())
+    })
+    .await
 }

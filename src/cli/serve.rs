@@ -133,6 +133,16 @@ pub struct ServeArgs {
     /// The largest request body accepted, in bytes.
     #[arg(long = "web.max-request-bytes", value_name = "BYTES", default_value_t = 8 << 20)]
     pub max_request_bytes: usize,
+    /// The most HTTP connections open at once (idle ones are closed first when full).
+    #[arg(long = "web.max-connections", value_name = "N", default_value_t = 512)]
+    pub max_connections: usize,
+    /// How long a request may take to arrive and an idle connection may stay open.
+    #[arg(
+        long = "web.read-timeout",
+        value_name = "DURATION",
+        default_value = "5m"
+    )]
+    pub read_timeout: String,
     /// A Prometheus web configuration file (basic_auth_users with bcrypt hashes,
     /// tls_server_config for HTTPS).
     #[arg(long = "web.config.file", value_name = "FILE")]
@@ -409,6 +419,23 @@ impl ServeArgs {
             "web.enable-remote-write-receiver".into(),
             self.enable_remote_write_receiver.to_string(),
         );
+        flags.insert(
+            "web.max-connections".into(),
+            self.max_connections.to_string(),
+        );
+        flags.insert("web.read-timeout".into(), self.read_timeout.clone());
+        if self.max_connections == 0 {
+            return Err(anyhow!("--web.max-connections must be at least 1"));
+        }
+        let read_timeout_ms = duration_ms("web.read-timeout", &self.read_timeout)?;
+        if read_timeout_ms <= 0 {
+            return Err(anyhow!("--web.read-timeout must be positive"));
+        }
+        let conn_limits = crate::api::conn::ConnLimits {
+            max_connections: self.max_connections,
+            read_timeout: Duration::from_millis(read_timeout_ms as u64),
+            ..Default::default()
+        };
         let web_config = match &self.web_config_file {
             Some(p) => crate::api::auth::WebConfig::load(p)
                 .with_context(|| format!("--web.config.file {}", p.display()))?,
@@ -428,6 +455,7 @@ impl ServeArgs {
             basic_auth_users: web_config.basic_auth_users,
             tls: web_config.tls,
             web,
+            conn_limits,
         })
     }
 

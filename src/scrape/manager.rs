@@ -280,9 +280,28 @@ async fn run_loop(mut lp: ScrapeLoop, mut stop: watch::Receiver<StopReason>) {
             break;
         }
         let t = now_ms();
-        let report = tokio::select! {
-            r = lp.scrape_once(t) => r,
+        let fetched = tokio::select! {
+            f = lp.fetch_page() => f,
             _ = stop.changed() => break,
+        };
+        let report = if fetched.is_large() {
+            // parsed and stored on a blocking thread: the other targets' loops go on meanwhile
+            let job = tokio::task::spawn_blocking(move || {
+                let r = lp.process_fetched(fetched, t);
+                (lp, r)
+            });
+            match job.await {
+                Ok((back, r)) => {
+                    lp = back;
+                    r
+                }
+                Err(e) => {
+                    tracing::error!("scrape loop ended: processing a page failed: {e}");
+                    return;
+                }
+            }
+        } else {
+            lp.process_fetched(fetched, t)
         };
         if let Some(e) = &report.error {
             tracing::debug!(target = %lp.target().url, "scrape failed: {e}");

@@ -651,24 +651,38 @@ impl ScrapeLoop {
     /// Scrapes once with start time `t_ms`: fetches, parses, stores. Never panics on bad
     /// pages; a failure gives `up == 0` and staleness markers for the previous series.
     pub async fn scrape_once(&mut self, t_ms: i64) -> ScrapeReport {
+        let fetched = self.fetch_page().await;
+        self.process_fetched(fetched, t_ms)
+    }
+
+    /// The first half of [`ScrapeLoop::scrape_once`]: fetches the page within the timeout.
+    /// The scrape's duration counts from here.
+    pub async fn fetch_page(&mut self) -> Fetched {
         let start = Instant::now();
-        let fetched = match tokio::time::timeout(self.target.timeout, self.fetch()).await {
+        let page = match tokio::time::timeout(self.target.timeout, self.fetch()).await {
             Ok(r) => r,
             Err(_) => Err(format!(
                 "scrape timed out after {}",
                 fmt_duration(self.target.timeout)
             )),
         };
-        let result = match fetched {
+        Fetched { start, page }
+    }
+
+    /// The second half of [`ScrapeLoop::scrape_once`]: parses the fetched page and stores
+    /// its samples (CPU and the store only, no waiting on the network: a large page can be
+    /// processed on a thread of its own while other targets are scraped).
+    pub fn process_fetched(&mut self, fetched: Fetched, t_ms: i64) -> ScrapeReport {
+        let result = match fetched.page {
             Ok(page) => match std::str::from_utf8(page.body()) {
                 Ok(text) => {
                     self.process_page(text, Format::from_content_type(&page.content_type), t_ms)
                 }
-                Err(e) => Err(format!("page is not valid UTF-8: {e}")),
+                Err(e) => Err(Failed::new(format!("page is not valid UTF-8: {e}"))),
             },
-            Err(e) => Err(e),
+            Err(e) => Err(Failed::new(e)),
         };
-        self.finish(result, t_ms, start.elapsed())
+        self.finish(result, t_ms, fetched.start.elapsed())
     }
 
     /// Processes a page as if fetched at `t_ms` (no HTTP); for tests and benchmarks.
@@ -705,13 +719,13 @@ impl ScrapeLoop {
 
     fn finish(
         &mut self,
-        result: Result<ProcessStats, String>,
+        result: Result<ProcessStats, Failed>,
         t_ms: i64,
         took: Duration,
     ) -> ScrapeReport {
         let mut report = ScrapeReport {
             up: result.is_ok(),
-            error: result.as_ref().err().cloned(),
+            error: result.as_ref().err().map(|f| f.error.clone()),
             samples_scraped: 0,
             samples_post_relabel: 0,
             series_added: 0,
@@ -725,7 +739,10 @@ impl ScrapeLoop {
                 report.series_added = st.added;
                 report.stale_markers = st.stale;
             }
-            Err(_) => {
+            Err(f) => {
+                // as Prometheus reports them: the samples read before the failure
+                report.samples_scraped = f.stats.scraped;
+                report.samples_post_relabel = f.stats.post_relabel;
                 // As Prometheus appends an empty scrape: every series of the previous
                 // successful scrape ends here.
                 self.cache.discard();
@@ -934,7 +951,7 @@ impl ScrapeLoop {
         page: &str,
         format: Format,
         t_ms: i64,
-    ) -> Result<ProcessStats, String> {
+    ) -> Result<ProcessStats, Failed> {
         self.gen += 1;
         let gen = self.gen;
         self.pend.clear();
@@ -957,12 +974,16 @@ impl ScrapeLoop {
                         Ok((v, ts)) => {
                             st.scraped += 1;
                             self.take(slot, v, ts, t_ms, gen);
+                            if self.over_sample_limit() {
+                                return Err(
+                                    self.sample_limit_exceeded(st, &page[parser.position()..])
+                                );
+                            }
                         }
                         // dcgm-exporter's "ERROR - FAILED TO CONVERT TO STRING": skip the line
                         Err(e) if e.bad_value_only => {}
                         Err(e) => {
-                            self.pend.clear();
-                            return Err(format!("parsing page: {e}"));
+                            return Err(self.failed(format!("parsing page: {e}"), st));
                         }
                     }
                     continue;
@@ -981,8 +1002,7 @@ impl ScrapeLoop {
                 Ok(e) => e,
                 Err(e) if e.bad_value_only => continue,
                 Err(e) => {
-                    self.pend.clear();
-                    return Err(format!("parsing page: {e}"));
+                    return Err(self.failed(format!("parsing page: {e}"), st));
                 }
             };
             match entry {
@@ -994,8 +1014,7 @@ impl ScrapeLoop {
                             let labels = match self.series_labels(&s) {
                                 Ok(l) => l,
                                 Err(err) => {
-                                    self.pend.clear();
-                                    return Err(err);
+                                    return Err(self.failed(err, st));
                                 }
                             };
                             if labels.is_some() {
@@ -1013,6 +1032,9 @@ impl ScrapeLoop {
                         next = slot as usize + 1;
                     }
                     self.take(slot, s.value, s.timestamp_ms, t_ms, gen);
+                    if self.over_sample_limit() {
+                        return Err(self.sample_limit_exceeded(st, &page[parser.position()..]));
+                    }
                 }
                 Entry::Help { .. } | Entry::Type { .. } | Entry::Unit { .. } => {
                     meta_changed = true;
@@ -1026,15 +1048,6 @@ impl ScrapeLoop {
             }
         }
         st.post_relabel = self.pend.len();
-        if self.opts.sample_limit > 0 && st.post_relabel as u64 > self.opts.sample_limit {
-            // the scrape counts as failed; forget this generation so staleness applies
-            EXCEEDED_SAMPLE_LIMIT.inc();
-            self.pend.clear();
-            return Err(format!(
-                "sample limit exceeded ({} samples, limit {})",
-                st.post_relabel, self.opts.sample_limit
-            ));
-        }
         // staleness: series of the previous scrape missing from this one
         for (slot, _) in self.cache.handles() {
             if self.cache.slot(slot).last_seen != gen {
@@ -1076,6 +1089,38 @@ impl ScrapeLoop {
         Ok(st)
     }
 
+    /// Whether this page has more samples after relabelling than `sample_limit` allows.
+    #[inline]
+    fn over_sample_limit(&self) -> bool {
+        self.opts.sample_limit > 0 && self.pend.len() as u64 > self.opts.sample_limit
+    }
+
+    /// The scrape fails on `error` with what was read so far; nothing of it is stored.
+    fn failed(&mut self, error: String, mut stats: ProcessStats) -> Failed {
+        stats.post_relabel = self.pend.len();
+        self.pend.clear();
+        Failed { error, stats }
+    }
+
+    /// The page went over `sample_limit`: the scrape fails (as in Prometheus) without
+    /// parsing the rest of the page (`rest`), whose sample lines are only counted so that
+    /// `scrape_samples_scraped` reports the page's size as Prometheus does.
+    fn sample_limit_exceeded(&mut self, mut stats: ProcessStats, rest: &str) -> Failed {
+        EXCEEDED_SAMPLE_LIMIT.inc();
+        let more = count_sample_lines(rest);
+        stats.scraped += more;
+        let mut f = self.failed(String::new(), stats);
+        if self.opts.metric_relabel_configs.is_empty() {
+            // every sample line would have been kept
+            f.stats.post_relabel += more;
+        }
+        f.error = format!(
+            "sample limit exceeded (more than {} samples after relabelling; {} on the page)",
+            self.opts.sample_limit, f.stats.scraped
+        );
+        f
+    }
+
     /// A sample of the series in `slot`: queued unless the series was already on this page
     /// (the first one counts) or is dropped by relabelling.
     #[inline]
@@ -1112,7 +1157,51 @@ fn empty_meta() -> MetricMetadata {
     }
 }
 
-#[derive(Debug, Default)]
+/// The sample lines of a page's text (neither blank nor a `#` line), without parsing them.
+fn count_sample_lines(text: &str) -> usize {
+    text.lines()
+        .filter(|l| {
+            let l = l.trim_start();
+            !l.is_empty() && !l.starts_with('#')
+        })
+        .count()
+}
+
+/// A page fetched for one scrape (or why it could not be), waiting to be processed by
+/// [`ScrapeLoop::process_fetched`].
+pub struct Fetched {
+    start: Instant,
+    page: Result<Page, String>,
+}
+
+impl Fetched {
+    /// Whether the page is large enough (1 MiB and more: tens of milliseconds of parsing
+    /// and more) to be processed on a thread of its own rather than the scrape loops'.
+    pub fn is_large(&self) -> bool {
+        matches!(&self.page, Ok(p) if p.body().len() >= LARGE_PAGE_BYTES)
+    }
+}
+
+/// See [`Fetched::is_large`].
+const LARGE_PAGE_BYTES: usize = 1 << 20;
+
+/// Why a page failed, with what was read of it before.
+#[derive(Debug)]
+struct Failed {
+    error: String,
+    stats: ProcessStats,
+}
+
+impl Failed {
+    fn new(error: String) -> Failed {
+        Failed {
+            error,
+            stats: ProcessStats::default(),
+        }
+    }
+}
+
+#[derive(Debug, Default, Clone, Copy)]
 struct ProcessStats {
     scraped: usize,
     post_relabel: usize,

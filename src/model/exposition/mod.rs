@@ -325,6 +325,11 @@ impl<'a> Parser<'a> {
         self.last
     }
 
+    /// Where in the input the next line starts (the input's length at the end).
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+
     /// If the next line is exactly `line` (a `# HELP`, `# TYPE` or `# UNIT` line of an
     /// earlier page, as [`Parser::last_line_span`] gave it), consumes it and returns true;
     /// `kind` is the type such a `TYPE` line declared, which the parser takes on as
