@@ -602,3 +602,62 @@ fn ui_requires_the_apis_basic_auth() {
     }
     server.terminate();
 }
+
+/// Under `--web.route-prefix /prom`: `/` leads to `/prom/query` (no vLLM series here) through
+/// `/prom/`, and the page's relative asset URLs resolve under the prefix.
+#[test]
+fn ui_under_a_route_prefix() {
+    let work = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let mut cmd = common::serve_command(&work.path().join("data"), port);
+    cmd.args(["--web.route-prefix", "/prom"]);
+    let mut server = Proc::spawn("inferdb", &mut cmd, work.path().join("inferdb.log"));
+    server.wait_listening(port);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let get = |u: &reqwest::Url| {
+        rt.block_on(async {
+            let r = http.get(u.clone()).send().await.unwrap();
+            let to = r
+                .headers()
+                .get("location")
+                .map(|v| v.to_str().unwrap().to_string());
+            (r.status().as_u16(), to, r.text().await.unwrap())
+        })
+    };
+    let base = reqwest::Url::parse(&format!("http://127.0.0.1:{port}/")).unwrap();
+    for start in ["/", "/prom", "/prom/"] {
+        let mut url = base.join(start).unwrap();
+        let mut hops = vec![];
+        let html = loop {
+            let (status, to, body) = get(&url);
+            match to {
+                Some(to) if hops.len() < 4 => {
+                    hops.push(to.clone());
+                    url = url.join(&to).unwrap();
+                }
+                _ => {
+                    assert_eq!(status, 200, "{start} via {hops:?}");
+                    break body;
+                }
+            }
+        };
+        assert_eq!(url.path(), "/prom/query", "{start} via {hops:?}");
+        for part in html
+            .split("src=\"")
+            .skip(1)
+            .chain(html.split("href=\"").skip(1))
+        {
+            let asset = url.join(part.split('"').next().unwrap()).unwrap();
+            assert!(asset.path().starts_with("/prom/static/"), "{asset}");
+            assert_eq!(get(&asset).0, 200, "{asset}");
+        }
+    }
+    server.terminate();
+}

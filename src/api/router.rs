@@ -461,6 +461,14 @@ pub fn router(state: ApiState) -> Router {
         None => router,
     };
     let prefix = state.config().web.prefix().to_string();
+    // `<prefix>/` (where `/` redirects) is the UI's root too; nesting only matches `<prefix>`
+    let mut ui_root = get(crate::ui::root).with_state(state.clone());
+    if !state.config().basic_auth_users.is_empty() {
+        let a = Arc::new(super::auth::BasicAuth::new(
+            state.config().basic_auth_users.clone(),
+        ));
+        ui_root = ui_root.layer(middleware::from_fn_with_state(a, super::auth::require));
+    }
     let router = router.with_state(state);
     if prefix.is_empty() {
         return router;
@@ -472,6 +480,7 @@ pub fn router(state: ApiState) -> Router {
             "/",
             get(move || async move { (StatusCode::FOUND, [(header::LOCATION, to)]) }),
         )
+        .route(&format!("{prefix}/"), ui_root)
         .nest(&prefix, router)
         .fallback(not_found)
 }

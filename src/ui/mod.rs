@@ -12,7 +12,7 @@
 
 use std::sync::OnceLock;
 
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{OriginalUri, Path, RawQuery, State};
 use axum::http::Uri;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -255,7 +255,7 @@ async fn asset(headers: HeaderMap, Path((ver, file)): Path<(String, String)>) ->
 
 /// `/`: the fleet page when vLLM series were seen in the last 6 hours, the query page
 /// otherwise (Prometheus redirects `/` to its query page).
-async fn root(State(state): State<ApiState>) -> Response {
+pub(crate) async fn root(State(state): State<ApiState>, uri: OriginalUri) -> Response {
     let now = crate::model::time::now_ms();
     let has_vllm = state
         .run_blocking(
@@ -274,7 +274,14 @@ async fn root(State(state): State<ApiState>) -> Response {
         )
         .await
         .unwrap_or(false);
-    redirect(if has_vllm { "./fleet" } else { "./query" })
+    let page = if has_vllm { "fleet" } else { "query" };
+    // relative to what the browser asked for: `/prefix/` and `/` take `./page`, `/prefix`
+    // (no slash) takes `./prefix/page`
+    let path = uri.0.path();
+    match path.rsplit('/').next() {
+        Some(last) if !last.is_empty() => redirect(&format!("./{last}/{page}")),
+        _ => redirect(&format!("./{page}")),
+    }
 }
 
 fn redirect(to: &str) -> Response {
