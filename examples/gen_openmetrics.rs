@@ -69,18 +69,6 @@ pub struct GenStats {
     pub families: Vec<(String, String, Vec<String>)>,
 }
 
-fn val(v: f64) -> String {
-    if v.is_nan() {
-        "NaN".into()
-    } else if v == f64::INFINITY {
-        "+Inf".into()
-    } else if v == f64::NEG_INFINITY {
-        "-Inf".into()
-    } else {
-        format!("{v:?}")
-    }
-}
-
 fn esc(s: &str) -> String {
     s.replace('\\', "\\\\")
         .replace('"', "\\\"")
@@ -234,7 +222,7 @@ pub fn generate(w: &mut dyn Write, o: &GenOptions) -> std::io::Result<GenStats> 
                     line,
                     "{} {} {}.{:03}",
                     series_text[i],
-                    val(v),
+                    exposition::format_openmetrics_float(v),
                     t.div_euclid(1000),
                     t.rem_euclid(1000)
                 );

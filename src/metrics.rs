@@ -32,6 +32,13 @@ use std::sync::{Arc, LazyLock};
 
 use parking_lot::Mutex;
 
+use crate::model::exposition::escape_label_value;
+
+/// A value as the text format writes it (Go's `'g'`, as client_golang writes it).
+fn format_float_g(v: f64) -> String {
+    inferdb_query::go_format::format_float(v, inferdb_query::go_format::FloatFormat::G)
+}
+
 /// A monotonically increasing count.
 #[derive(Debug, Clone, Default)]
 pub struct Counter(Arc<AtomicU64>);
@@ -178,20 +185,6 @@ fn label_key(labels: &[(&str, &str)]) -> String {
     s
 }
 
-/// Escapes a label value for the text format (`\\`, `\"`, `\n`).
-pub fn escape_label_value(v: &str) -> String {
-    let mut o = String::with_capacity(v.len());
-    for c in v.chars() {
-        match c {
-            '\\' => o.push_str("\\\\"),
-            '"' => o.push_str("\\\""),
-            '\n' => o.push_str("\\n"),
-            c => o.push(c),
-        }
-    }
-    o
-}
-
 fn get_or_register(
     name: &str,
     help: &str,
@@ -282,19 +275,6 @@ pub fn unregister_collector(key: &str) {
     REGISTRY.collectors.lock().retain(|(k, _)| k != key);
 }
 
-/// Formats a float as the text format writes it (`NaN`, `+Inf`, `-Inf`, shortest digits).
-pub fn format_value(v: f64) -> String {
-    if v.is_nan() {
-        "NaN".into()
-    } else if v == f64::INFINITY {
-        "+Inf".into()
-    } else if v == f64::NEG_INFINITY {
-        "-Inf".into()
-    } else {
-        format!("{v}")
-    }
-}
-
 /// Writes one family: HELP and TYPE lines, then one line per `(labels, value)`.
 pub fn write_family(
     out: &mut String,
@@ -305,7 +285,7 @@ pub fn write_family(
 ) {
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
     for (labels, v) in rows {
-        let _ = writeln!(out, "{name}{} {}", label_key(labels), format_value(*v));
+        let _ = writeln!(out, "{name}{} {}", label_key(labels), format_float_g(*v));
     }
 }
 
@@ -668,7 +648,7 @@ pub fn render_into(out: &mut String) {
                         let _ = writeln!(out, "{name}{key} {}", c.get());
                     }
                     Metric::Gauge(g) => {
-                        let _ = writeln!(out, "{name}{key} {}", format_value(g.get()));
+                        let _ = writeln!(out, "{name}{key} {}", format_float_g(g.get()));
                     }
                     Metric::Histogram(h) => {
                         let mut cum = 0u64;
@@ -677,7 +657,7 @@ pub fn render_into(out: &mut String) {
                             let _ = writeln!(
                                 out,
                                 "{name}_bucket{} {cum}",
-                                with_le(key, &format_value(*b))
+                                with_le(key, &format_float_g(*b))
                             );
                         }
                         let _ = writeln!(
@@ -685,7 +665,7 @@ pub fn render_into(out: &mut String) {
                             "{name}_bucket{} {}\n{name}_sum{key} {}\n{name}_count{key} {}",
                             with_le(key, "+Inf"),
                             h.count(),
-                            format_value(h.sum()),
+                            format_float_g(h.sum()),
                             h.count()
                         );
                     }

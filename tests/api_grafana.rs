@@ -45,7 +45,7 @@ impl Rng {
 }
 
 fn le_str(b: f64) -> String {
-    inferdb::api::json::format_float(b)
+    inferdb_query::go_format::format_float(b, inferdb_query::go_format::FloatFormat::Json)
 }
 
 /// One histogram's cumulative state.

@@ -8,6 +8,7 @@ pub mod ast;
 pub mod engine;
 pub mod eval;
 pub mod functions_meta;
+pub mod go_format;
 pub mod parser;
 pub mod printer;
 pub mod storage;

@@ -3,6 +3,9 @@
 
 use std::fmt;
 
+use crate::go_format;
+use crate::parser::go_quote;
+
 pub use inferdb_storage::{Label, Labels};
 
 /// One float point of a series: a timestamp in milliseconds and a value.
@@ -176,96 +179,13 @@ fn rfc3339(ms: i64) -> String {
     )
 }
 
-/// Formats a float like Go's `%g`.
+/// Formats a float like Go's `%g` (shortest digits).
 pub fn fmt_g(f: f64) -> String {
-    format_go_float(f, None)
+    go_format::format_float(f, go_format::FloatFormat::G)
 }
 
 fn fmt_2g(f: f64) -> String {
-    format_go_float(f, Some(2))
-}
-
-/// Go's `strconv.FormatFloat(f, 'g', prec, 64)` (shortest when `prec` is `None`).
-pub fn format_go_float(f: f64, prec: Option<usize>) -> String {
-    if f.is_nan() {
-        return "NaN".into();
-    }
-    if f.is_infinite() {
-        return if f > 0.0 {
-            "+Inf".into()
-        } else {
-            "-Inf".into()
-        };
-    }
-    if f == 0.0 {
-        return if f.is_sign_negative() {
-            "-0".into()
-        } else {
-            "0".into()
-        };
-    }
-    // Digits and exponent in scientific notation.
-    let s = match prec {
-        Some(p) => format!("{:.*e}", p.max(1) - 1, f),
-        None => format!("{:e}", f),
-    };
-    let (mant, exp) = s.split_once('e').unwrap_or((&s, "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    let neg = mant.starts_with('-');
-    let digits: String = mant.chars().filter(|c| c.is_ascii_digit()).collect();
-    let digits = if prec.is_some() {
-        digits.trim_end_matches('0').to_string()
-    } else {
-        digits
-    };
-    let digits = if digits.is_empty() {
-        "0".to_string()
-    } else {
-        digits
-    };
-    // Go: %e when exp < -4 || exp >= eprec, eprec = 6 for the shortest form.
-    let eprec = prec.map(|p| p.max(1) as i32).unwrap_or(6);
-    let mut out = String::new();
-    if neg {
-        out.push('-');
-    }
-    if exp < -4 || exp >= eprec {
-        out.push_str(&digits[..1]);
-        if digits.len() > 1 {
-            out.push('.');
-            out.push_str(&digits[1..]);
-        }
-        out.push('e');
-        if exp < 0 {
-            out.push('-');
-        } else {
-            out.push('+');
-        }
-        let a = exp.abs();
-        if a < 10 {
-            out.push('0');
-        }
-        out.push_str(&a.to_string());
-    } else if exp < 0 {
-        out.push_str("0.");
-        for _ in 0..(-exp - 1) {
-            out.push('0');
-        }
-        out.push_str(&digits);
-    } else {
-        let int_len = (exp + 1) as usize;
-        if digits.len() <= int_len {
-            out.push_str(&digits);
-            for _ in digits.len()..int_len {
-                out.push('0');
-            }
-        } else {
-            out.push_str(&digits[..int_len]);
-            out.push('.');
-            out.push_str(&digits[int_len..]);
-        }
-    }
-    out
+    go_format::format_float_g_prec(f, 2)
 }
 
 /// The annotations of a query, deduplicated by message as Prometheus does.
@@ -369,46 +289,9 @@ pub fn go_labels_string(l: &Labels) -> String {
     s
 }
 
-/// Quotes a string as Go's `strconv.Quote`.
-pub fn go_quote(v: &str) -> String {
-    let mut s = String::with_capacity(v.len() + 2);
-    s.push('"');
-    for c in v.chars() {
-        match c {
-            '"' => s.push_str("\\\""),
-            '\\' => s.push_str("\\\\"),
-            '\n' => s.push_str("\\n"),
-            '\t' => s.push_str("\\t"),
-            '\r' => s.push_str("\\r"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                s.push_str(&format!("\\x{:02x}", c as u32))
-            }
-            c => s.push(c),
-        }
-    }
-    s.push('"');
-    s
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn go_float_formatting() {
-        assert_eq!(fmt_g(1.0), "1");
-        assert_eq!(fmt_g(0.5), "0.5");
-        assert_eq!(fmt_g(1.1), "1.1");
-        assert_eq!(fmt_g(-1.1), "-1.1");
-        assert_eq!(fmt_g(f64::NAN), "NaN");
-        assert_eq!(fmt_g(1e21), "1e+21");
-        assert_eq!(fmt_g(123456.0), "123456");
-        assert_eq!(fmt_g(0.0001), "0.0001");
-        assert_eq!(fmt_g(0.00001), "1e-05");
-        assert_eq!(fmt_2g(0.123), "0.12");
-        assert_eq!(fmt_2g(150.0), "1.5e+02");
-        assert_eq!(fmt_2g(15.0), "15");
-    }
 
     #[test]
     fn positions() {

@@ -35,38 +35,7 @@ enum SeqVal {
 }
 
 fn parse_duration(s: &str) -> Option<i64> {
-    let s = s.trim();
-    if s == "0" {
-        return Some(0);
-    }
-    let mut total: i64 = 0;
-    let mut rest = s;
-    if rest.is_empty() {
-        return None;
-    }
-    while !rest.is_empty() {
-        let digits = rest.chars().take_while(|c| c.is_ascii_digit()).count();
-        if digits == 0 {
-            return None;
-        }
-        let n: i64 = rest[..digits].parse().ok()?;
-        rest = &rest[digits..];
-        let unit_len = rest.chars().take_while(|c| c.is_ascii_alphabetic()).count();
-        let unit = &rest[..unit_len];
-        rest = &rest[unit_len..];
-        let mult = match unit {
-            "ms" => 1,
-            "s" => 1000,
-            "m" => 60_000,
-            "h" => 3_600_000,
-            "d" => 86_400_000,
-            "w" => 7 * 86_400_000,
-            "y" => 365 * 86_400_000,
-            _ => return None,
-        };
-        total += n * mult;
-    }
-    Some(total)
+    inferdb_query::parser::parse_model_duration_ms(s.trim()).ok()
 }
 
 fn parse_float(s: &str) -> Option<f64> {

@@ -7,185 +7,12 @@
 //! printed without a fraction when the millisecond part is zero, otherwise with exactly three
 //! decimals. Strings are escaped as Go's `encoding/json` escapes them (HTML-safe).
 //!
-//! Every writer appends to a [`Sink`]: a `String`, or a `Vec<u8>` for response bodies (query
+//! Floats are laid out by [`inferdb_query::go_format`]. Every writer appends to a
+//! [`inferdb_query::go_format::TextSink`]: a `String`, or a `Vec<u8>` for response bodies (query
 //! results are written straight into one byte buffer, without UTF-8 checks per number).
 
+use inferdb_query::go_format::{push_float, push_u64, FloatFormat, TextSink};
 use inferdb_storage::Labels;
-
-/// Where the writers append: `String` or `Vec<u8>`.
-pub trait Sink {
-    /// Appends `s`.
-    fn put(&mut self, s: &str);
-    /// Appends ASCII bytes (digits, punctuation); never called with other bytes.
-    fn put_ascii(&mut self, b: &[u8]);
-    /// Appends one ASCII byte.
-    fn put_byte(&mut self, b: u8);
-}
-
-impl Sink for String {
-    fn put(&mut self, s: &str) {
-        self.push_str(s);
-    }
-    fn put_ascii(&mut self, b: &[u8]) {
-        self.extend(b.iter().map(|&c| char::from(c)));
-    }
-    fn put_byte(&mut self, b: u8) {
-        self.push(char::from(b));
-    }
-}
-
-impl Sink for Vec<u8> {
-    fn put(&mut self, s: &str) {
-        self.extend_from_slice(s.as_bytes());
-    }
-    fn put_ascii(&mut self, b: &[u8]) {
-        self.extend_from_slice(b);
-    }
-    fn put_byte(&mut self, b: u8) {
-        self.push(b);
-    }
-}
-
-/// Formats a sample value as Prometheus does (without the surrounding quotes).
-pub fn format_float(v: f64) -> String {
-    let mut s = String::with_capacity(24);
-    push_float(&mut s, v);
-    s
-}
-
-/// Appends a sample value formatted as Prometheus does (without quotes) to `out`.
-///
-/// The shortest round-trip digits come from `zmij` (Schubfach), laid out as Go lays them out.
-/// zmij and Go pick the same digits, rounding a tie between two shortest candidates to even (Rust's
-/// `Display` rounds it up: `1197576326630583.25` is `...583.2` in Prometheus and here,
-/// `...583.3` with `{}`); `tests::floats_match_std_formatting` checks the layout against
-/// `Display`/`{:e}` on random bit patterns.
-pub fn push_float<W: Sink + ?Sized>(out: &mut W, v: f64) {
-    push_float_as(out, v, false);
-}
-
-fn push_float_as<W: Sink + ?Sized>(out: &mut W, v: f64, plain: bool) {
-    if !v.is_finite() {
-        out.put_ascii(if v.is_nan() {
-            b"NaN"
-        } else if v > 0.0 {
-            b"+Inf"
-        } else {
-            b"-Inf"
-        });
-        return;
-    }
-    let mut buf = zmij::Buffer::new();
-    let r = buf.format_finite(v).as_bytes();
-    let abs = v.abs();
-    // zmij writes plain decimals (`12.5`, `3.0`, `0.00123`) for 1e-5 <= |v| < 1e16 and for
-    // zero: the common case, where Go's plain notation differs only by the `.0` of integers.
-    if abs == 0.0 || (1e-5..1e16).contains(&abs) {
-        out.put_ascii(r.strip_suffix(b".0").unwrap_or(r));
-        return;
-    }
-    push_float_exp(out, r, abs, plain);
-}
-
-/// The rest of [`push_float`]: zmij wrote `r` as `d.ddde±x`; lay it out as Go does (`plain`:
-/// Go's `'f'` layout, otherwise `'e'` outside 1e-6 <= |v| < 1e21).
-#[cold]
-fn push_float_exp<W: Sink + ?Sized>(out: &mut W, r: &[u8], abs: f64, plain: bool) {
-    let (neg, r) = match r.strip_prefix(b"-") {
-        Some(rest) => (true, rest),
-        None => (false, r),
-    };
-    let e_at = r.iter().position(|&c| c == b'e').unwrap_or(r.len());
-    let (mant, exp) = (&r[..e_at], r.get(e_at + 1..).unwrap_or(b"0"));
-    let exp: i32 = std::str::from_utf8(exp)
-        .ok()
-        .and_then(|e| e.parse().ok())
-        .unwrap_or(0);
-    let dot = mant.iter().position(|&c| c == b'.').unwrap_or(mant.len());
-    let (int_part, frac_part) = (&mant[..dot], mant.get(dot + 1..).unwrap_or(b""));
-    // digits d1 d2 ... with the value 0.d1d2... * 10^point
-    let mut digits = [0u8; 40];
-    let mut n = 0;
-    for &b in int_part.iter().chain(frac_part) {
-        if n < digits.len() {
-            digits[n] = b;
-            n += 1;
-        }
-    }
-    let mut point = exp + int_part.len() as i32;
-    // drop leading zeros (a plain `0.00xyz` never reaches here, but stay general)
-    let mut first = 0;
-    while first + 1 < n && digits[first] == b'0' {
-        first += 1;
-        point -= 1;
-    }
-    while n > first + 1 && digits[n - 1] == b'0' {
-        n -= 1;
-    }
-    let d = &digits[first..n];
-    if neg {
-        out.put_byte(b'-');
-    }
-    if !plain && !(1e-6..1e21).contains(&abs) {
-        // Go's 'e' with shortest precision: d.ddde-07, 1e+21
-        out.put_ascii(&d[..1]);
-        if d.len() > 1 {
-            out.put_byte(b'.');
-            out.put_ascii(&d[1..]);
-        }
-        let e = point - 1;
-        out.put_byte(b'e');
-        out.put_byte(if e < 0 { b'-' } else { b'+' });
-        let e = e.unsigned_abs();
-        if e < 10 {
-            out.put_byte(b'0');
-        }
-        push_u64(out, u64::from(e));
-    } else if point <= 0 {
-        out.put_ascii(b"0.");
-        for _ in 0..-point {
-            out.put_byte(b'0');
-        }
-        out.put_ascii(d);
-    } else if point as usize >= d.len() {
-        out.put_ascii(d);
-        for _ in d.len()..point as usize {
-            out.put_byte(b'0');
-        }
-    } else {
-        out.put_ascii(&d[..point as usize]);
-        out.put_byte(b'.');
-        out.put_ascii(&d[point as usize..]);
-    }
-}
-
-/// Two decimal digits of every number below 100.
-const DIGIT_PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
-2021222324252627282930313233343536373839\
-4041424344454647484950515253545556575859\
-6061626364656667686970717273747576777879\
-8081828384858687888990919293949596979899";
-
-/// Appends the decimal digits of `n`, two at a time.
-fn push_u64<W: Sink + ?Sized>(out: &mut W, mut n: u64) {
-    let mut buf = [0u8; 20];
-    let mut i = buf.len();
-    while n >= 100 {
-        let d = (n % 100) as usize * 2;
-        n /= 100;
-        i -= 2;
-        buf[i..i + 2].copy_from_slice(&DIGIT_PAIRS[d..d + 2]);
-    }
-    if n >= 10 {
-        let d = n as usize * 2;
-        i -= 2;
-        buf[i..i + 2].copy_from_slice(&DIGIT_PAIRS[d..d + 2]);
-    } else {
-        i -= 1;
-        buf[i] = b'0' + n as u8;
-    }
-    out.put_ascii(&buf[i..]);
-}
 
 /// Formats a millisecond timestamp as a JSON number of seconds, as Prometheus does.
 pub fn format_timestamp(t_ms: i64) -> String {
@@ -195,7 +22,7 @@ pub fn format_timestamp(t_ms: i64) -> String {
 }
 
 /// Appends a millisecond timestamp as a JSON number of seconds to `out`.
-pub fn push_timestamp<W: Sink + ?Sized>(out: &mut W, t_ms: i64) {
+pub fn push_timestamp<W: TextSink + ?Sized>(out: &mut W, t_ms: i64) {
     let mut t = t_ms.unsigned_abs();
     if t_ms < 0 {
         out.put_byte(b'-');
@@ -214,7 +41,7 @@ pub fn push_timestamp<W: Sink + ?Sized>(out: &mut W, t_ms: i64) {
 }
 
 /// Appends `s` as a JSON string literal (with quotes), escaped as Go's `encoding/json` does.
-pub fn push_str<W: Sink + ?Sized>(out: &mut W, s: &str) {
+pub fn push_str<W: TextSink + ?Sized>(out: &mut W, s: &str) {
     out.put_byte(b'"');
     let mut start = 0;
     for (i, c) in s.char_indices() {
@@ -248,7 +75,7 @@ pub fn push_str<W: Sink + ?Sized>(out: &mut W, s: &str) {
 }
 
 /// Appends a label set as a JSON object `{"name":"value",...}` in label order.
-pub fn push_labels<W: Sink + ?Sized>(out: &mut W, labels: &Labels) {
+pub fn push_labels<W: TextSink + ?Sized>(out: &mut W, labels: &Labels) {
     out.put_byte(b'{');
     for (i, l) in labels.iter().enumerate() {
         if i > 0 {
@@ -262,27 +89,35 @@ pub fn push_labels<W: Sink + ?Sized>(out: &mut W, labels: &Labels) {
 }
 
 /// Appends a `[<ts>,"<value>"]` pair.
-pub fn push_point<W: Sink + ?Sized>(out: &mut W, t_ms: i64, v: f64) {
+pub fn push_point<W: TextSink + ?Sized>(out: &mut W, t_ms: i64, v: f64) {
     push_pair(out, t_ms, v, false);
 }
 
 /// Appends a scalar result `[<ts>,"<value>"]` as Prometheus does: the value in Go's `'f'`
 /// layout with the shortest digits, never an exponent (`1e-7` is `0.0000001` here, where a
 /// sample value gives `1e-07`).
-pub fn push_scalar<W: Sink + ?Sized>(out: &mut W, t_ms: i64, v: f64) {
+pub fn push_scalar<W: TextSink + ?Sized>(out: &mut W, t_ms: i64, v: f64) {
     push_pair(out, t_ms, v, true);
 }
 
-fn push_pair<W: Sink + ?Sized>(out: &mut W, t_ms: i64, v: f64, plain: bool) {
+fn push_pair<W: TextSink + ?Sized>(out: &mut W, t_ms: i64, v: f64, plain: bool) {
     out.put_byte(b'[');
     push_timestamp(out, t_ms);
     out.put_ascii(b",\"");
-    push_float_as(out, v, plain);
+    push_float(
+        out,
+        v,
+        if plain {
+            FloatFormat::F
+        } else {
+            FloatFormat::Json
+        },
+    );
     out.put_ascii(b"\"]");
 }
 
 /// Appends a JSON array of strings.
-pub fn push_str_array<W: Sink + ?Sized, S: AsRef<str>>(out: &mut W, items: &[S]) {
+pub fn push_str_array<W: TextSink + ?Sized, S: AsRef<str>>(out: &mut W, items: &[S]) {
     out.put_byte(b'[');
     for (i, s) in items.iter().enumerate() {
         if i > 0 {
@@ -308,7 +143,11 @@ pub fn success_envelope(data: &str, warnings: &[String], infos: &[String]) -> St
 
 /// Appends what follows `data` in the success envelope: `warnings` and `infos` when
 /// non-empty, then the closing brace.
-pub fn push_envelope_tail<W: Sink + ?Sized>(out: &mut W, warnings: &[String], infos: &[String]) {
+pub fn push_envelope_tail<W: TextSink + ?Sized>(
+    out: &mut W,
+    warnings: &[String],
+    infos: &[String],
+) {
     if !warnings.is_empty() {
         out.put(",\"warnings\":");
         push_str_array(out, warnings);
@@ -324,34 +163,8 @@ pub fn push_envelope_tail<W: Sink + ?Sized>(out: &mut W, warnings: &[String], in
 mod tests {
     use super::*;
 
-    #[test]
-    fn floats_like_prometheus() {
-        let cases: &[(f64, &str)] = &[
-            (2.0, "2"),
-            (1.5, "1.5"),
-            (0.25, "0.25"),
-            (0.0, "0"),
-            (-0.0, "-0"),
-            (1e6, "1000000"),
-            (1e20, "100000000000000000000"),
-            (1e21, "1e+21"),
-            (1.5e21, "1.5e+21"),
-            (-2.5e300, "-2.5e+300"),
-            (1e-6, "0.000001"),
-            (1e-7, "1e-07"),
-            (1.2345e-7, "1.2345e-07"),
-            (5e-324, "5e-324"),
-            (0.1 + 0.2, "0.30000000000000004"),
-            (812.4, "812.4"),
-            (4.833385e6, "4833385"),
-            (f64::NAN, "NaN"),
-            (f64::INFINITY, "+Inf"),
-            (f64::NEG_INFINITY, "-Inf"),
-            (inferdb_storage::stale_nan(), "NaN"),
-        ];
-        for (v, want) in cases {
-            assert_eq!(format_float(*v), *want, "value {v:?}");
-        }
+    fn format_float(v: f64) -> String {
+        inferdb_query::go_format::format_float(v, FloatFormat::Json)
     }
 
     /// The layout rules written with std's formatting (shortest round-trip digits too): the

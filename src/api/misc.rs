@@ -8,10 +8,13 @@ use axum::extract::State;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
+use inferdb_query::go_format::{format_float, FloatFormat};
+
 use super::error::ApiError;
 use super::json;
 use super::params::{Params, MAX_TIME_MS, MIN_TIME_MS};
 use super::router::{success, ApiState};
+use crate::model::exposition::escape_label_value;
 
 /// Handles GET and POST `/api/v1/query_exemplars`: parameters are checked as Prometheus
 /// checks them; inferdb stores no exemplars, so the answer is `[]`.
@@ -93,12 +96,6 @@ pub(crate) async fn reload(State(state): State<ApiState>) -> Response {
     }
 }
 
-fn escape_label_value(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
-
 /// Handles GET `/metrics`: HTTP counters, process start time and whatever the scraper adds.
 pub(crate) async fn metrics(State(state): State<ApiState>) -> Response {
     let mut out = String::new();
@@ -126,7 +123,7 @@ pub(crate) async fn metrics(State(state): State<ApiState>) -> Response {
             out,
             "inferdb_http_request_duration_seconds_total{{code=\"{code}\",handler=\"{}\"}} {}",
             escape_label_value(handler),
-            json::format_float(*secs)
+            format_float(*secs, FloatFormat::G)
         );
     }
     let start = state
@@ -139,7 +136,7 @@ pub(crate) async fn metrics(State(state): State<ApiState>) -> Response {
     let _ = writeln!(
         out,
         "process_start_time_seconds {}",
-        json::format_float(start)
+        format_float(start, FloatFormat::G)
     );
     crate::metrics::render_into(&mut out);
     out.push_str(&state.scrape().self_metrics());

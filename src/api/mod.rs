@@ -193,7 +193,7 @@ impl QueryValue {
     }
 
     /// Appends `{"resultType":...,"result":...}` to `out`.
-    pub fn write_json<W: json::Sink + ?Sized>(&self, out: &mut W) {
+    pub fn write_json<W: inferdb_query::go_format::TextSink + ?Sized>(&self, out: &mut W) {
         out.put("{\"resultType\":\"");
         out.put(self.result_type());
         out.put("\",\"result\":");

@@ -6,6 +6,7 @@
 use axum::extract::{FromRequest, Request};
 use axum::http::{header, Method};
 use chrono::DateTime;
+use inferdb_query::parser::parse_duration_ns;
 
 use super::error::{ApiError, ErrorType};
 
@@ -216,72 +217,6 @@ fn parse_go_float(s: &str) -> Option<f64> {
     s.parse::<f64>().ok()
 }
 
-/// Parses a duration as Prometheus does: float seconds, or a PromQL duration such as `5m`,
-/// `1h30m`, `1m0s`, `500ms`. Returns nanoseconds.
-pub fn parse_duration_ns(s: &str) -> Result<i64, String> {
-    if let Some(f) = parse_go_float(s) {
-        let ns = f * 1e9;
-        if ns.is_nan() {
-            return Err(format!("cannot parse {s:?} to a valid duration"));
-        }
-        if ns >= i64::MAX as f64 || ns < i64::MIN as f64 {
-            return Err(format!(
-                "cannot parse {s:?} to a valid duration. It overflows int64"
-            ));
-        }
-        return Ok(ns as i64);
-    }
-    match parse_promql_duration_ms(s) {
-        Some(ms) => ms
-            .checked_mul(1_000_000)
-            .ok_or_else(|| format!("cannot parse {s:?} to a valid duration")),
-        None => Err(format!("cannot parse {s:?} to a valid duration")),
-    }
-}
-
-/// Parses a PromQL duration (`1y2w3d4h5m6s7ms`, units in that order, each at most once).
-/// Returns milliseconds.
-pub fn parse_promql_duration_ms(s: &str) -> Option<i64> {
-    const UNITS: [(&str, i64); 7] = [
-        ("y", 365 * 24 * 3_600_000),
-        ("w", 7 * 24 * 3_600_000),
-        ("d", 24 * 3_600_000),
-        ("h", 3_600_000),
-        ("m", 60_000),
-        ("s", 1000),
-        ("ms", 1),
-    ];
-    if s.is_empty() {
-        return None;
-    }
-    if s == "0" {
-        return Some(0);
-    }
-    let b = s.as_bytes();
-    let mut i = 0;
-    let mut next_unit = 0;
-    let mut total: i64 = 0;
-    while i < b.len() {
-        let start = i;
-        while i < b.len() && b[i].is_ascii_digit() {
-            i += 1;
-        }
-        if start == i {
-            return None;
-        }
-        let n: i64 = s[start..i].parse().ok()?;
-        let ustart = i;
-        while i < b.len() && b[i].is_ascii_alphabetic() {
-            i += 1;
-        }
-        let unit = &s[ustart..i];
-        let pos = UNITS[next_unit..].iter().position(|(u, _)| *u == unit)? + next_unit;
-        total = total.checked_add(n.checked_mul(UNITS[pos].1)?)?;
-        next_unit = pos + 1;
-    }
-    Some(total)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -314,26 +249,6 @@ mod tests {
             parse_time("abc").unwrap_err(),
             "cannot parse \"abc\" to a valid timestamp"
         );
-    }
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration_ns("20"), Ok(20_000_000_000));
-        assert_eq!(parse_duration_ns("0.5"), Ok(500_000_000));
-        assert_eq!(parse_duration_ns("60s"), Ok(60_000_000_000));
-        assert_eq!(parse_duration_ns("1m0s"), Ok(60_000_000_000));
-        assert_eq!(parse_duration_ns("1h30m"), Ok(5_400_000_000_000));
-        assert_eq!(parse_duration_ns("500ms"), Ok(500_000_000));
-        assert_eq!(parse_duration_ns("1d"), Ok(86_400_000_000_000));
-        assert!(parse_duration_ns("1e300").is_err());
-        assert!(parse_duration_ns("5x").is_err());
-        assert!(parse_duration_ns("1s1m").is_err());
-        assert!(parse_duration_ns("").is_err());
-        assert_eq!(
-            parse_promql_duration_ms("1y2w"),
-            Some(365 * 86_400_000 + 14 * 86_400_000)
-        );
-        assert_eq!(parse_promql_duration_ms("1m1m"), None);
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! `/api/v1/query`: instant queries.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -10,14 +10,7 @@ use super::error::ApiError;
 use super::params::Params;
 use super::router::{json_response, ApiState, InlineKey};
 use super::QueryOptions;
-
-/// Milliseconds since the Unix epoch, now.
-pub(crate) fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
-}
+use crate::model::time::now_ms;
 
 /// Query options from the server limits and the request's `timeout` and `lookback_delta`.
 pub(crate) fn query_options(state: &ApiState, params: &Params) -> Result<QueryOptions, ApiError> {

@@ -5,10 +5,11 @@ use axum::http::StatusCode;
 use axum::response::Response;
 
 use super::error::ApiError;
-use super::params::{parse_duration_ns, Params};
+use super::params::Params;
 use super::query::{checked_query, query_options};
 use super::router::{json_response, ApiState, InlineKey};
 use super::{ExprType, MAX_POINTS_PER_SERIES};
+use inferdb_query::parser::parse_duration_ns;
 
 /// Handles GET and POST `/api/v1/query_range`.
 pub(crate) async fn handle(

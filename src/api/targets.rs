@@ -4,37 +4,11 @@ use axum::extract::State;
 use axum::response::Response;
 use chrono::{DateTime, SecondsFormat, Utc};
 
+use inferdb_query::go_format::{format_float, FloatFormat};
+
 use super::json;
 use super::params::Params;
 use super::router::{success, ApiState};
-
-/// Formats a millisecond duration as Prometheus prints model durations (`15s`, `1m`, `1m30s`).
-pub(crate) fn format_duration_ms(ms: i64) -> String {
-    if ms == 0 {
-        return "0s".into();
-    }
-    let mut out = String::new();
-    let mut rest = ms;
-    if rest < 0 {
-        out.push('-');
-        rest = -rest;
-    }
-    for (unit, size) in [
-        ("y", 365 * 86_400_000i64),
-        ("w", 7 * 86_400_000),
-        ("d", 86_400_000),
-        ("h", 3_600_000),
-        ("m", 60_000),
-        ("s", 1000),
-        ("ms", 1),
-    ] {
-        if rest >= size {
-            out.push_str(&format!("{}{unit}", rest / size));
-            rest %= size;
-        }
-    }
-    out
-}
 
 /// Handles GET `/api/v1/targets` (`state=active|dropped|any`, `scrapePool`).
 pub(crate) async fn handle(State(state): State<ApiState>, params: Params) -> Response {
@@ -84,13 +58,19 @@ pub(crate) async fn handle(State(state): State<ApiState>, params: Params) -> Res
             } else {
                 0.0
             };
-            d.push_str(&json::format_float(dur));
+            d.push_str(&format_float(dur, FloatFormat::Json));
             d.push_str(",\"health\":");
             json::push_str(&mut d, &t.health);
             d.push_str(",\"scrapeInterval\":");
-            json::push_str(&mut d, &format_duration_ms(t.scrape_interval_ms));
+            json::push_str(
+                &mut d,
+                &inferdb_query::printer::format_duration_ms(t.scrape_interval_ms),
+            );
             d.push_str(",\"scrapeTimeout\":");
-            json::push_str(&mut d, &format_duration_ms(t.scrape_timeout_ms));
+            json::push_str(
+                &mut d,
+                &inferdb_query::printer::format_duration_ms(t.scrape_timeout_ms),
+            );
             d.push('}');
         }
     }
@@ -128,18 +108,4 @@ pub(crate) async fn handle(State(state): State<ApiState>, params: Params) -> Res
         d.push_str("}}");
     }
     success(&d, &[], &[])
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_print_like_prometheus() {
-        assert_eq!(format_duration_ms(15_000), "15s");
-        assert_eq!(format_duration_ms(60_000), "1m");
-        assert_eq!(format_duration_ms(90_000), "1m30s");
-        assert_eq!(format_duration_ms(500), "500ms");
-        assert_eq!(format_duration_ms(0), "0s");
-    }
 }

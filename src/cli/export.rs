@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use inferdb_storage::{Db, Options};
 
+use super::parse_time;
 use crate::export::{export, ExportFormat, ExportOptions, Partition};
 
 /// `inferdb export ...`
@@ -94,37 +95,6 @@ pub enum FormatArg {
     Csv,
 }
 
-/// Parses a time: RFC 3339, Unix seconds (fractions allowed), `now`, or `now`/empty plus a
-/// signed PromQL duration (`-6h`, `now-1d`, `+30m`). Returns milliseconds.
-pub fn parse_time(s: &str, now_ms: i64) -> Result<i64, String> {
-    let s = s.trim();
-    if s == "now" {
-        return Ok(now_ms);
-    }
-    let rel = s.strip_prefix("now").unwrap_or(s);
-    if let Some(d) = rel.strip_prefix('-') {
-        if let Ok(ms) = inferdb_query::parser::parse_duration(d) {
-            return Ok(now_ms - ms);
-        }
-    }
-    if let Some(d) = rel.strip_prefix('+') {
-        if let Ok(ms) = inferdb_query::parser::parse_duration(d) {
-            return Ok(now_ms + ms);
-        }
-    }
-    if let Ok(f) = s.parse::<f64>() {
-        if f.is_finite() {
-            return Ok((f * 1000.0).round() as i64);
-        }
-    }
-    if let Ok(d) = chrono::DateTime::parse_from_rfc3339(s) {
-        return Ok(d.timestamp_millis());
-    }
-    Err(format!(
-        "cannot read time {s:?}: use RFC 3339 (2026-12-01T00:00:00Z), Unix seconds, now, or -6h"
-    ))
-}
-
 impl ExportArgs {
     /// Runs the command: exit code 0 on success, 1 on failure.
     pub fn run(self) -> anyhow::Result<ExitCode> {
@@ -137,7 +107,7 @@ impl ExportArgs {
             Some(FormatArg::Csv) => format = ExportFormat::Csv,
             None => {}
         }
-        let now = chrono::Utc::now().timestamp_millis();
+        let now = crate::model::time::now_ms();
         let start = parse_time(&a.start, now).map_err(|e| anyhow::anyhow!("--start: {e}"))?;
         let end = parse_time(&a.end, now).map_err(|e| anyhow::anyhow!("--end: {e}"))?;
         let mut selectors = Vec::new();
@@ -191,21 +161,5 @@ impl ExportArgs {
                 Ok(ExitCode::from(1))
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn times() {
-        let now = 1_000_000_000_000;
-        assert_eq!(parse_time("now", now), Ok(now));
-        assert_eq!(parse_time("-6h", now), Ok(now - 6 * 3600 * 1000));
-        assert_eq!(parse_time("now-1m", now), Ok(now - 60_000));
-        assert_eq!(parse_time("1700000000.5", now), Ok(1_700_000_000_500));
-        assert_eq!(parse_time("1970-01-01T00:00:01Z", now), Ok(1000));
-        assert!(parse_time("yesterday", now).is_err());
     }
 }

@@ -11,15 +11,17 @@ use std::time::Duration;
 
 use anyhow::{anyhow, Context};
 use chrono::{DateTime, SecondsFormat, Utc};
+use inferdb_query::go_format::{format_float, FloatFormat};
 use inferdb_query::EngineOptions;
 use inferdb_storage::{Db, Labels, Options};
 use serde_json::Value as Json;
 
-use crate::api::params::{parse_duration_ns, parse_promql_duration_ms, parse_time};
+use super::{duration_ms, parse_time};
 use crate::api::{
     json, ApiBackend, ApiError, DbBackend, ExprType, MatrixSeries, QueryOptions, QueryOutput,
     QueryValue, VectorSample, MAX_POINTS_PER_SERIES,
 };
+use crate::model::time::now_ms;
 
 /// Arguments of `inferdb query`.
 #[derive(Debug, clap::Args)]
@@ -128,37 +130,6 @@ pub struct RangeArgs {
     /// Shared options.
     #[command(flatten)]
     pub common: CommonArgs,
-}
-
-/// Parses a command-line time: RFC 3339, Unix seconds, `now`, `now-1h`, `-1h`, `now+5m`.
-pub fn parse_cli_time(s: &str, now_ms: i64) -> Result<i64, String> {
-    let s = s.trim();
-    if s == "now" {
-        return Ok(now_ms);
-    }
-    let rel = s.strip_prefix("now").unwrap_or(s);
-    if let Some((sign, d)) = rel
-        .strip_prefix('-')
-        .map(|d| (-1, d))
-        .or_else(|| rel.strip_prefix('+').map(|d| (1, d)))
-    {
-        if let Some(ms) = parse_promql_duration_ms(d) {
-            return Ok(now_ms + sign * ms);
-        }
-    }
-    parse_time(s).map_err(|_| {
-        format!("cannot parse {s:?} as a time (RFC 3339, Unix seconds, now, -1h, now-30m)")
-    })
-}
-
-fn duration_ms(what: &str, s: &str) -> anyhow::Result<i64> {
-    parse_duration_ns(s)
-        .map(|ns| ns / 1_000_000)
-        .map_err(|e| anyhow!("--{what}: {e}"))
-}
-
-fn now_ms() -> i64 {
-    Utc::now().timestamp_millis()
 }
 
 /// A query to run, resolved from the arguments.
@@ -481,7 +452,10 @@ fn print_csv(v: &QueryValue, w: &mut dyn Write) -> std::io::Result<()> {
     header.extend(names.iter().map(|n| csv_field(n)));
     writeln!(w, "{}", header.join(","))?;
     for (l, t, val) in rows {
-        let mut line = vec![json::format_timestamp(t), json::format_float(val)];
+        let mut line = vec![
+            json::format_timestamp(t),
+            format_float(val, FloatFormat::Json),
+        ];
         for n in &names {
             line.push(csv_field(l.and_then(|l| l.get(n)).unwrap_or("")));
         }
@@ -500,7 +474,7 @@ fn print_table(v: &QueryValue, w: &mut dyn Write) -> std::io::Result<()> {
             [
                 l.map(|l| l.to_string()).unwrap_or_default(),
                 rfc3339(t),
-                json::format_float(val),
+                format_float(val, FloatFormat::Json),
             ]
         })
         .collect();
@@ -537,12 +511,12 @@ impl QueryArgs {
         let now = now_ms();
         let (req, common) = match self.command {
             QueryCommand::Instant(a) => {
-                let t = parse_cli_time(&a.time, now).map_err(|e| anyhow!("--time: {e}"))?;
+                let t = parse_time(&a.time, now).map_err(|e| anyhow!("--time: {e}"))?;
                 (Request::Instant { expr: a.expr, t }, a.common)
             }
             QueryCommand::Range(a) => {
-                let start = parse_cli_time(&a.start, now).map_err(|e| anyhow!("--start: {e}"))?;
-                let end = parse_cli_time(&a.end, now).map_err(|e| anyhow!("--end: {e}"))?;
+                let start = parse_time(&a.start, now).map_err(|e| anyhow!("--start: {e}"))?;
+                let end = parse_time(&a.end, now).map_err(|e| anyhow!("--end: {e}"))?;
                 let step = match &a.step {
                     Some(s) => duration_ms("step", s)?,
                     None => ((end - start) / 250).max(1000),
@@ -600,18 +574,6 @@ impl QueryArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cli_times() {
-        let now = 1_754_006_437_512;
-        assert_eq!(parse_cli_time("now", now), Ok(now));
-        assert_eq!(parse_cli_time("-1h", now), Ok(now - 3_600_000));
-        assert_eq!(parse_cli_time("now-30m", now), Ok(now - 1_800_000));
-        assert_eq!(parse_cli_time("now+5m", now), Ok(now + 300_000));
-        assert_eq!(parse_cli_time("1754006437.512", now), Ok(now));
-        assert_eq!(parse_cli_time("2025-08-01T00:00:37.512Z", now), Ok(now));
-        assert!(parse_cli_time("yesterday", now).is_err());
-    }
 
     #[test]
     fn csv_and_table() {

@@ -18,7 +18,7 @@ use tokio::sync::watch;
 /// than one line.
 const DEMO_MODELS: &[&str] = &[crate::sim::DEFAULT_MODEL, "Qwen/Qwen2.5-7B-Instruct"];
 
-use crate::api::params::{parse_duration_ns, parse_promql_duration_ms};
+use super::duration_ms;
 use crate::api::{self, ApiConfig, ApiState, DbBackend, MetricMetadata, ScrapeStatus, TargetInfo};
 use crate::config::Config;
 use crate::config::{parse_bytes, ScrapeConfig};
@@ -245,12 +245,6 @@ pub async fn bind_listen(addr: &str) -> anyhow::Result<tokio::net::TcpListener> 
         Some(e) => Err(anyhow::Error::new(e).context(flag())),
         None => Err(anyhow!("{}: resolves to nothing", flag())),
     }
-}
-
-fn duration_ms(flag: &str, s: &str) -> anyhow::Result<i64> {
-    parse_promql_duration_ms(s)
-        .or_else(|| parse_duration_ns(s).ok().map(|ns| ns / 1_000_000))
-        .ok_or_else(|| anyhow!("--{flag}: cannot parse {s:?} as a duration (e.g. 15d, 2m, 30s)"))
 }
 
 /// What the API shows of the scraper, and how it reloads the configuration.

@@ -47,46 +47,9 @@ pub enum ConfigError {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub struct PromDuration(pub Duration);
 
-/// Parses a Prometheus duration string.
+/// Parses a Prometheus duration string (`model.ParseDuration`, Go's messages).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    if s == "0" {
-        return Ok(Duration::ZERO);
-    }
-    let mut rest = s;
-    let mut total: u128 = 0;
-    if rest.is_empty() {
-        return Err("empty duration string".into());
-    }
-    while !rest.is_empty() {
-        let n_end = rest
-            .find(|c: char| !c.is_ascii_digit())
-            .ok_or_else(|| format!("not a valid duration string: {s:?}"))?;
-        if n_end == 0 {
-            return Err(format!("not a valid duration string: {s:?}"));
-        }
-        let n: u128 = rest[..n_end]
-            .parse()
-            .map_err(|_| format!("not a valid duration string: {s:?}"))?;
-        rest = &rest[n_end..];
-        let u_end = rest
-            .find(|c: char| c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        let unit_ms: u128 = match &rest[..u_end] {
-            "ms" => 1,
-            "s" => 1000,
-            "m" => 60_000,
-            "h" => 3_600_000,
-            "d" => 86_400_000,
-            "w" => 604_800_000,
-            "y" => 31_536_000_000,
-            _ => return Err(format!("not a valid duration string: {s:?}")),
-        };
-        rest = &rest[u_end..];
-        total += n * unit_ms;
-    }
-    u64::try_from(total)
-        .map(Duration::from_millis)
-        .map_err(|_| format!("duration out of range: {s:?}"))
+    inferdb_query::parser::parse_model_duration_ms(s).map(|ms| Duration::from_millis(ms as u64))
 }
 
 impl<'de> Deserialize<'de> for PromDuration {

@@ -20,6 +20,7 @@ use std::sync::Arc;
 use inferdb_storage::labels::{is_valid_label_name, is_valid_metric_name, METRIC_NAME};
 use inferdb_storage::{Db, Error as StoreError, Label, Labels, MatchOp, Matcher, SeriesRef};
 use parking_lot::Mutex;
+use rustc_hash::FxHasher;
 
 use super::proto::{self, MatcherType, MetricType, ReadRequest, ReadResponse, ResponseType};
 use super::wire::{parse_labels, SeriesView, WriteView};
@@ -123,20 +124,9 @@ type CacheShard = HashMap<u64, CacheEntry, BuildHasherDefault<IdHasher>>;
 /// A fast hash of a series' raw label bytes, for the series cache (collisions only cost a
 /// miss: hits compare the bytes).
 fn hash_raw(bytes: &[u8]) -> u64 {
-    const K: u64 = 0x517c_c1b7_2722_0a95;
-    let mut h: u64 = bytes.len() as u64;
-    let mut c = bytes.chunks_exact(8);
-    for w in &mut c {
-        let mut a = [0u8; 8];
-        a.copy_from_slice(w);
-        h = (h.rotate_left(5) ^ u64::from_le_bytes(a)).wrapping_mul(K);
-    }
-    let rest = c.remainder();
-    let mut last = [0u8; 8];
-    last[..rest.len()].copy_from_slice(rest);
-    h = (h.rotate_left(5) ^ u64::from_le_bytes(last)).wrapping_mul(K);
-    // spread the high bits into the low ones (shard and bucket choice use those)
-    h ^ (h >> 29) ^ (h >> 47)
+    let mut h = FxHasher::default();
+    h.write(bytes);
+    h.finish()
 }
 
 fn fmt_pairs(pairs: &[(&str, &str)]) -> String {

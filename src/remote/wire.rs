@@ -7,6 +7,8 @@
 
 use std::ops::Range;
 
+use inferdb_storage::varint::{get_uvarint, VarintError};
+
 /// Why a body is not a valid `WriteRequest`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum WireError {
@@ -110,20 +112,10 @@ impl<'a> Reader<'a> {
 
     #[inline]
     fn varint(&mut self) -> Result<u64, WireError> {
-        let mut v: u64 = 0;
-        for i in 0..10 {
-            let b = *self.buf.get(self.pos).ok_or(WireError::Truncated)?;
-            self.pos += 1;
-            v |= u64::from(b & 0x7f) << (7 * i);
-            if b < 0x80 {
-                // the tenth byte may only carry the top bit
-                if i == 9 && b > 1 {
-                    return Err(WireError::BadVarint);
-                }
-                return Ok(v);
-            }
-        }
-        Err(WireError::BadVarint)
+        get_uvarint(self.buf, &mut self.pos).map_err(|e| match e {
+            VarintError::Truncated => WireError::Truncated,
+            VarintError::Overflow => WireError::BadVarint,
+        })
     }
 
     #[inline]

@@ -12,49 +12,10 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::model::exposition::MetricType;
 use crate::model::sink::SeriesHandle;
+use rustc_hash::FxHasher;
 
-/// A fast, non-cryptographic hasher (keys are one target's series texts; a target crafting
-/// collisions only slows its own scrapes, and lookups compare the texts).
-#[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct FxHasher(u64);
-
-impl FxHasher {
-    #[inline]
-    fn add(&mut self, w: u64) {
-        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
-
-impl Hasher for FxHasher {
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            let mut b = [0u8; 8];
-            b.copy_from_slice(c);
-            self.add(u64::from_le_bytes(b));
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut b = [0u8; 8];
-            b[..rest.len()].copy_from_slice(rest);
-            self.add(u64::from_le_bytes(b) ^ ((rest.len() as u64) << 59));
-        }
-    }
-    #[inline]
-    fn write_u8(&mut self, i: u8) {
-        self.add(i as u64);
-    }
-    #[inline]
-    fn write_u64(&mut self, i: u64) {
-        self.add(i);
-    }
-    #[inline]
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
+/// A fast, non-cryptographic hash of a series text (keys are one target's series texts; a
+/// target crafting collisions only slows its own scrapes, and lookups compare the texts).
 fn hash_text(t: &str) -> u64 {
     let mut h = FxHasher::default();
     h.write(t.as_bytes());

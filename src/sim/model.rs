@@ -126,7 +126,9 @@ impl ScenarioPlan {
                     .ok()
                     .filter(|x| x.is_finite() && *x >= 0.0)
                     .or_else(|| {
-                        crate::api::params::parse_promql_duration_ms(o).map(|ms| ms as f64 / 1000.0)
+                        inferdb_query::parser::parse_model_duration_ms(o)
+                            .ok()
+                            .map(|ms| ms as f64 / 1000.0)
                     })
                     .ok_or_else(|| {
                         format!("scenario start {o:?} is not a duration (e.g. 90s, 30m) or seconds")

@@ -58,6 +58,7 @@ pub mod matcher;
 pub mod querier;
 pub mod re2;
 pub mod retention;
+pub mod varint;
 pub mod wal;
 
 pub use db::{Appender, BlockBuilder, Db, Options, SeriesRef};

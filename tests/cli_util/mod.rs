@@ -16,19 +16,6 @@ pub fn om_ts(t: i64) -> String {
     format!("{s}.{ms:03}")
 }
 
-/// An OpenMetrics value.
-pub fn om_val(v: f64) -> String {
-    if v.is_nan() {
-        "NaN".into()
-    } else if v == f64::INFINITY {
-        "+Inf".into()
-    } else if v == f64::NEG_INFINITY {
-        "-Inf".into()
-    } else {
-        format!("{v:?}")
-    }
-}
-
 fn labels(name: &str, pairs: &[(&str, &str)]) -> Labels {
     let mut v: Vec<(&str, &str)> = vec![("__name__", name)];
     v.extend_from_slice(pairs);
@@ -69,7 +56,7 @@ pub fn gen(start: i64, n: usize, step: i64, servers: usize) -> (String, Expected
             let e = exp.entry(l).or_default();
             for i in 0..n {
                 let t = start + i as i64 * step;
-                let text_v = om_val(f(si, i));
+                let text_v = inferdb::model::exposition::format_openmetrics_float(f(si, i));
                 writeln!(out, "{text} {text_v} {}", om_ts(t)).unwrap();
                 // what the text means, as the exposition parser reads it
                 let v = inferdb::model::exposition::parse_value(&text_v).unwrap();

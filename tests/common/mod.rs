@@ -12,7 +12,7 @@ pub mod diff;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -144,12 +144,8 @@ pub fn free_port() -> u16 {
 }
 
 /// The wall clock in Unix milliseconds.
-pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
-}
+#[allow(unused_imports)]
+pub use inferdb::model::time::now_ms;
 
 /// `t` (ms) as API seconds with milliseconds.
 pub fn secs(t: i64) -> String {

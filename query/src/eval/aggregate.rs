@@ -401,7 +401,10 @@ fn count_values(
             .filter(|l| l.name != label)
             .cloned()
             .collect();
-        v.push(Label::new(label, format_float_f(s.f)));
+        v.push(Label::new(
+            label,
+            crate::go_format::format_float(s.f, crate::go_format::FloatFormat::F),
+        ));
         let metric = Labels::new(v);
         let key = group_labels(&metric, grouping, without);
         match index.get(&key) {
@@ -418,21 +421,6 @@ fn count_values(
         }
     }
     out
-}
-
-/// Go's `strconv.FormatFloat(f, 'f', -1, 64)`.
-pub(crate) fn format_float_f(f: f64) -> String {
-    if f.is_nan() {
-        "NaN".into()
-    } else if f.is_infinite() {
-        if f > 0.0 {
-            "+Inf".into()
-        } else {
-            "-Inf".into()
-        }
-    } else {
-        format!("{f}")
-    }
 }
 
 // ----- a replica of Go's container/heap over PromQL's value orderings -----

@@ -32,7 +32,8 @@ use crate::ast::{
     AggregateExpr, AggregateOp, BinaryExpr, Call, Cardinality, Expr, ExprKind, MatrixSelector,
     UnaryOp, VectorMatching, VectorSelector,
 };
-use crate::value::{fmt_g, go_quote, Annotation, AnnotationKind, FPoint};
+use crate::parser::go_quote;
+use crate::value::{fmt_g, Annotation, AnnotationKind, FPoint};
 
 /// Most steps evaluated in one block.
 const MAX_BLOCK_STEPS: usize = 2048;

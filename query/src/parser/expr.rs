@@ -105,19 +105,6 @@ fn is_metric_keyword(t: &Tok) -> bool {
     )
 }
 
-/// Go's `%f`.
-pub(crate) fn go_fmt_f(v: f64) -> String {
-    if v.is_nan() {
-        "NaN".into()
-    } else if v == f64::INFINITY {
-        "+Inf".into()
-    } else if v == f64::NEG_INFINITY {
-        "-Inf".into()
-    } else {
-        format!("{v:.6}")
-    }
-}
-
 fn span(start: usize, end: usize) -> Span {
     Span { start, end }
 }
@@ -1228,7 +1215,10 @@ impl<'a> Parser<'a> {
                 if !v.is_finite() || v >= i64::MAX as f64 || v <= i64::MIN as f64 {
                     self.err_at(
                         e.span.start,
-                        format!("timestamp out of bounds for @ modifier: {}", go_fmt_f(v)),
+                        format!(
+                            "timestamp out of bounds for @ modifier: {}",
+                            crate::go_format::format_float_fixed(v, 6)
+                        ),
                     );
                 }
                 (AtModifier::Timestamp((v * 1000.0).round() as i64), n.end)

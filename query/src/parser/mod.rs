@@ -76,27 +76,45 @@ pub fn parse_matchers(input: &str) -> Result<Vec<Matcher>, ParseError> {
     expr::Parser::new(input).parse_metric_selector()
 }
 
-/// Parses a duration as the HTTP API takes it (`step`, `timeout`, `lookback_delta`): a
-/// number of seconds (`15`, `0.5`) or a Prometheus duration (`1m30s`, `500ms`). Returns
-/// milliseconds. The message is Prometheus' (`cannot parse "x" to a valid duration`).
-pub fn parse_duration(input: &str) -> Result<i64, ParseError> {
-    let err = |m: String| ParseError::at(input, 0, m);
+/// Prometheus' `model.ParseDuration` (`1y2w3d4h5m6s7ms`, units in that order, each at most
+/// once, `0` alone allowed), in milliseconds: the duration of PromQL literals and of
+/// `prometheus.yml`. The messages are Go's.
+pub fn parse_model_duration_ms(input: &str) -> Result<i64, String> {
+    literals::parse_duration_ms(input)
+}
+
+/// Parses a duration as the HTTP API takes it (`step`, `timeout`, `lookback_delta`) and as
+/// inferdb's flags take it: a number of seconds (`15`, `0.5`) or a Prometheus duration
+/// (`1m30s`, `500ms`). Returns nanoseconds. The messages are Prometheus' (`cannot parse "x" to
+/// a valid duration`).
+pub fn parse_duration_ns(input: &str) -> Result<i64, String> {
     if let Ok(secs) = input.parse::<f64>() {
         let ns = secs * 1e9;
-        if ns.is_nan() || ns > i64::MAX as f64 || ns < i64::MIN as f64 {
-            return Err(err(format!(
+        if ns.is_nan() {
+            return Err(format!(
+                "cannot parse {} to a valid duration",
+                go_quote(input)
+            ));
+        }
+        if ns >= i64::MAX as f64 || ns < i64::MIN as f64 {
+            return Err(format!(
                 "cannot parse {} to a valid duration. It overflows int64",
                 go_quote(input)
-            )));
+            ));
         }
-        return Ok((ns as i64) / 1_000_000);
+        return Ok(ns as i64);
     }
-    literals::parse_duration_ms(input).map_err(|_| {
-        err(format!(
-            "cannot parse {} to a valid duration",
-            go_quote(input)
-        ))
-    })
+    literals::parse_duration_ns(input)
+        .ok()
+        .and_then(|ns| i64::try_from(ns).ok())
+        .ok_or_else(|| format!("cannot parse {} to a valid duration", go_quote(input)))
+}
+
+/// [`parse_duration_ns`] in milliseconds (truncated), with the message as a [`ParseError`].
+pub fn parse_duration(input: &str) -> Result<i64, ParseError> {
+    parse_duration_ns(input)
+        .map(|ns| ns / 1_000_000)
+        .map_err(|m| ParseError::at(input, 0, m))
 }
 
 const BYTE_CHAR_BASE: u32 = 0x10_FF00;
@@ -139,4 +157,59 @@ pub fn is_valid_utf8(s: &str) -> bool {
 /// Go's `%q` of a string (raw bytes as `\xNN`), as Prometheus' messages quote values.
 pub fn go_quote(s: &str) -> String {
     lexer::go_quote(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Go's `model.ParseDuration` (prometheus/common) on the same inputs.
+    #[test]
+    fn model_durations_like_go() {
+        for (s, ms) in [
+            ("0", 0),
+            ("0s", 0),
+            ("1ms", 1),
+            ("15s", 15_000),
+            ("1m30s", 90_000),
+            ("1h30m", 5_400_000),
+            ("2d", 172_800_000),
+            ("1w", 604_800_000),
+            ("1y", 31_536_000_000),
+            ("1y2w3d4h5m6s7ms", 33_019_506_007),
+        ] {
+            assert_eq!(parse_model_duration_ms(s), Ok(ms), "{s}");
+        }
+        for (s, go) in [
+            ("", "empty duration string"),
+            ("1.5s", r#"unknown unit "." in duration "1.5s""#),
+            ("5x", r#"unknown unit "x" in duration "5x""#),
+            ("1s1m", r#"not a valid duration string: "1s1m""#),
+            ("1m1m", r#"not a valid duration string: "1m1m""#),
+            ("-1s", r#"not a valid duration string: "-1s""#),
+            ("s", r#"not a valid duration string: "s""#),
+            ("300000000y", "duration out of range"),
+        ] {
+            assert_eq!(parse_model_duration_ms(s).unwrap_err(), go, "{s}");
+        }
+    }
+
+    /// Prometheus' API `parseDuration`: float seconds, else `model.ParseDuration`.
+    #[test]
+    fn api_durations_like_prometheus() {
+        assert_eq!(parse_duration_ns("20"), Ok(20_000_000_000));
+        assert_eq!(parse_duration_ns("0.5"), Ok(500_000_000));
+        assert_eq!(parse_duration_ns("1m0s"), Ok(60_000_000_000));
+        assert_eq!(parse_duration_ns("1e3"), Ok(1_000_000_000_000));
+        assert_eq!(
+            parse_duration_ns("5x").unwrap_err(),
+            r#"cannot parse "5x" to a valid duration"#
+        );
+        assert_eq!(
+            parse_duration_ns("1e300").unwrap_err(),
+            r#"cannot parse "1e300" to a valid duration. It overflows int64"#
+        );
+        assert!(parse_duration_ns("NaN").is_err());
+        assert!(parse_duration_ns("").is_err());
+    }
 }

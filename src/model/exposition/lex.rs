@@ -9,6 +9,8 @@ use nom::combinator::{opt, recognize};
 use nom::sequence::{delimited, pair, tuple};
 use nom::IResult;
 
+use inferdb_query::go_format;
+
 fn is_name_start(c: char) -> bool {
     c.is_ascii_alphabetic() || c == '_' || c == ':'
 }
@@ -500,7 +502,7 @@ pub fn parse_value(s: &str) -> Option<f64> {
 /// (`1` -> `1.0`, `1e6` -> `1e+06`); `None` when it is already normal or not a float.
 pub(super) fn normalise_float(v: &str) -> Option<String> {
     let f = parse_value(v)?;
-    let n = format_go_float(f);
+    let n = format_openmetrics_float(f);
     if n == v {
         None
     } else {
@@ -508,47 +510,14 @@ pub(super) fn normalise_float(v: &str) -> Option<String> {
     }
 }
 
-/// Formats a float as Prometheus formats OpenMetrics floats: Go's shortest `%g` form with a
-/// `.0` added to integers, `+Inf`, `-Inf`, `NaN`.
-pub fn format_go_float(f: f64) -> String {
-    if f.is_nan() {
-        return "NaN".into();
+/// Formats a float as Prometheus formats OpenMetrics floats (`formatOpenMetricsFloat`): Go's
+/// shortest `'g'` form with a `.0` added to integers, `+Inf`, `-Inf`, `NaN`.
+pub fn format_openmetrics_float(f: f64) -> String {
+    let mut s = go_format::format_float(f, go_format::FloatFormat::G);
+    if f.is_finite() && !s.contains(['.', 'e']) {
+        s.push_str(".0");
     }
-    if f.is_infinite() {
-        return if f > 0.0 { "+Inf" } else { "-Inf" }.into();
-    }
-    if f == 0.0 {
-        return if f.is_sign_negative() { "-0.0" } else { "0.0" }.into();
-    }
-    // Shortest round-trip digits and decimal exponent from Rust's `{:e}`.
-    let e = format!("{:e}", f.abs());
-    let (mant, exp) = e.split_once('e').unwrap_or((&e, "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    let digits: String = mant.chars().filter(|c| *c != '.').collect();
-    let neg = if f < 0.0 { "-" } else { "" };
-    if !(-4..6).contains(&exp) {
-        // %e form: d.ddde±XX
-        let (first, rest) = digits.split_at(1);
-        let m = if rest.is_empty() {
-            first.to_string()
-        } else {
-            format!("{first}.{rest}")
-        };
-        let sign = if exp < 0 { '-' } else { '+' };
-        return format!("{neg}{m}e{sign}{:02}", exp.abs());
-    }
-    if exp < 0 {
-        let zeros = "0".repeat((-exp - 1) as usize);
-        format!("{neg}0.{zeros}{digits}")
-    } else {
-        let int_len = exp as usize + 1;
-        if digits.len() <= int_len {
-            let pad = "0".repeat(int_len - digits.len());
-            format!("{neg}{digits}{pad}.0")
-        } else {
-            format!("{neg}{}.{}", &digits[..int_len], &digits[int_len..])
-        }
-    }
+    s
 }
 
 #[cfg(test)]

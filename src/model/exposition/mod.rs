@@ -32,7 +32,7 @@ mod lex;
 use std::borrow::Cow;
 use std::fmt;
 
-pub use lex::{format_go_float, parse_value};
+pub use lex::{format_openmetrics_float, parse_value};
 
 /// Which text format a page is in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -649,6 +649,23 @@ impl<'a> Iterator for Parser<'a> {
             return Some(self.sample(body));
         }
     }
+}
+
+/// Escapes a label value for the text formats (`\\`, `\"`, `\n`), as Prometheus writes them.
+pub fn escape_label_value(v: &str) -> Cow<'_, str> {
+    if !v.contains(['\\', '"', '\n']) {
+        return Cow::Borrowed(v);
+    }
+    let mut o = String::with_capacity(v.len() + 2);
+    for c in v.chars() {
+        match c {
+            '\\' => o.push_str("\\\\"),
+            '"' => o.push_str("\\\""),
+            '\n' => o.push_str("\\n"),
+            c => o.push(c),
+        }
+    }
+    Cow::Owned(o)
 }
 
 #[cfg(test)]

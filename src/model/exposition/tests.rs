@@ -106,14 +106,14 @@ fn le_and_quantile_normalised_by_type() {
 
 #[test]
 fn go_float_format() {
-    assert_eq!(format_go_float(1.0), "1.0");
-    assert_eq!(format_go_float(0.001), "0.001");
-    assert_eq!(format_go_float(0.0001), "0.0001");
-    assert_eq!(format_go_float(0.00001), "1e-05");
-    assert_eq!(format_go_float(2560.0), "2560.0");
-    assert_eq!(format_go_float(1048576.0), "1.048576e+06");
-    assert_eq!(format_go_float(-2.5), "-2.5");
-    assert_eq!(format_go_float(123456.5), "123456.5");
+    assert_eq!(format_openmetrics_float(1.0), "1.0");
+    assert_eq!(format_openmetrics_float(0.001), "0.001");
+    assert_eq!(format_openmetrics_float(0.0001), "0.0001");
+    assert_eq!(format_openmetrics_float(0.00001), "1e-05");
+    assert_eq!(format_openmetrics_float(2560.0), "2560.0");
+    assert_eq!(format_openmetrics_float(1048576.0), "1.048576e+06");
+    assert_eq!(format_openmetrics_float(-2.5), "-2.5");
+    assert_eq!(format_openmetrics_float(123456.5), "123456.5");
 }
 
 #[test]

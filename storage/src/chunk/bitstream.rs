@@ -1,4 +1,4 @@
-//! Bit-level writer and reader (most significant bit first), LEB128 varints, zigzag, and the
+//! Bit-level writer and reader (most significant bit first), and the
 //! adaptive Rice coder shared by the timestamp and integer value streams.
 //!
 //! The reader never panics: reads past the end return zero bits and advance the position, and
@@ -246,60 +246,6 @@ impl<'a> BitReader<'a> {
             let hi = self.read(n - 32);
             let lo = self.read(32);
             (hi << 32) | lo
-        }
-    }
-}
-
-/// Zigzag-maps a signed integer so small magnitudes become small unsigned numbers.
-#[inline]
-pub(crate) fn zigzag(v: i64) -> u64 {
-    ((v << 1) ^ (v >> 63)) as u64
-}
-
-/// Inverse of [`zigzag`].
-#[inline]
-pub(crate) fn unzigzag(z: u64) -> i64 {
-    ((z >> 1) as i64) ^ -((z & 1) as i64)
-}
-
-/// Appends `v` as an unsigned LEB128 varint.
-pub(crate) fn put_uvarint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-/// Reads an unsigned LEB128 varint at `*pos`, advancing it. `None` on truncation or overflow.
-#[inline]
-pub(crate) fn get_uvarint(data: &[u8], pos: &mut usize) -> Option<u64> {
-    match data.get(*pos) {
-        Some(&b) if b < 0x80 => {
-            *pos += 1;
-            Some(u64::from(b))
-        }
-        _ => get_uvarint_long(data, pos),
-    }
-}
-
-/// [`get_uvarint`] for varints of two or more bytes (and errors).
-fn get_uvarint_long(data: &[u8], pos: &mut usize) -> Option<u64> {
-    let mut v: u64 = 0;
-    let mut shift = 0u32;
-    loop {
-        let b = *data.get(*pos)?;
-        *pos += 1;
-        if shift == 63 && b > 1 {
-            return None;
-        }
-        v |= u64::from(b & 0x7f) << shift;
-        if b & 0x80 == 0 {
-            return Some(v);
-        }
-        shift += 7;
-        if shift > 63 {
-            return None;
         }
     }
 }
@@ -860,40 +806,6 @@ mod tests {
             r.skip(1 << 20);
             assert_eq!(r.peek(), 0);
         }
-    }
-
-    #[test]
-    fn varint_round_trip_and_errors() {
-        let mut out = Vec::new();
-        for v in [0u64, 1, 127, 128, 300, u64::MAX, 1 << 63] {
-            out.clear();
-            put_uvarint(&mut out, v);
-            let mut p = 0;
-            assert_eq!(get_uvarint(&out, &mut p), Some(v));
-            assert_eq!(p, out.len());
-            // truncated
-            let mut p = 0;
-            assert_eq!(get_uvarint(&out[..out.len() - 1], &mut p), None);
-        }
-        // 11 continuation bytes overflow
-        let bad = [0xffu8; 11];
-        let mut p = 0;
-        assert_eq!(get_uvarint(&bad, &mut p), None);
-        // 10th byte > 1 overflows
-        let mut bad = vec![0xffu8; 9];
-        bad.push(0x02);
-        let mut p = 0;
-        assert_eq!(get_uvarint(&bad, &mut p), None);
-    }
-
-    #[test]
-    fn zigzag_round_trip() {
-        for v in [0i64, 1, -1, 2, -2, i64::MAX, i64::MIN, 12345, -98765] {
-            assert_eq!(unzigzag(zigzag(v)), v);
-        }
-        assert_eq!(zigzag(0), 0);
-        assert_eq!(zigzag(-1), 1);
-        assert_eq!(zigzag(1), 2);
     }
 
     #[test]

@@ -46,9 +46,9 @@ pub(crate) mod int;
 pub(crate) mod xor;
 
 use crate::error::Error;
+use crate::varint::{get_uvarint, put_uvarint, unzigzag, zigzag};
 use bitstream::{
-    get_uvarint, put_uvarint, unzigzag, zigzag, BitReader, BitSink, BitWriter, FixedRice, Rice,
-    Sparse, StreamCost, EXCEPTION, RICE_ESCAPE,
+    BitReader, BitSink, BitWriter, FixedRice, Rice, Sparse, StreamCost, EXCEPTION, RICE_ESCAPE,
 };
 use xor::XorState;
 
@@ -1064,11 +1064,11 @@ fn parse_header(bytes: &[u8]) -> Result<Parsed, Error> {
         _ => return Err(corrupt(0, format!("unknown value encoding {b0:#04x}"))),
     };
     let at = pos;
-    let count = get_uvarint(bytes, &mut pos).ok_or_else(|| corrupt(at, "bad sample count"))?;
+    let count = get_uvarint(bytes, &mut pos).map_err(|_| corrupt(at, "bad sample count"))?;
     let count =
         u16::try_from(count).map_err(|_| corrupt(at, format!("sample count {count} too large")))?;
     let at = pos;
-    let body_len = get_uvarint(bytes, &mut pos).ok_or_else(|| corrupt(at, "bad body length"))?;
+    let body_len = get_uvarint(bytes, &mut pos).map_err(|_| corrupt(at, "bad body length"))?;
     let body_end = usize::try_from(body_len)
         .ok()
         .and_then(|l| pos.checked_add(l))
@@ -1242,11 +1242,11 @@ fn open_body<'a>(bytes: &'a [u8], p: &Parsed) -> Result<SampleIter<'a>, Error> {
     if p.count > 0 {
         t0 = get_uvarint(body, &mut pos)
             .map(unzigzag)
-            .ok_or_else(|| corrupt(p.body_start + pos, "bad first timestamp"))?;
+            .map_err(|_| corrupt(p.body_start + pos, "bad first timestamp"))?;
         if p.count >= 2 {
             delta1 = get_uvarint(body, &mut pos)
                 .map(unzigzag)
-                .ok_or_else(|| corrupt(p.body_start + pos, "bad first delta"))?;
+                .map_err(|_| corrupt(p.body_start + pos, "bad first delta"))?;
             if delta1 <= 0 {
                 return Err(corrupt(
                     p.body_start + pos,
@@ -1255,7 +1255,7 @@ fn open_body<'a>(bytes: &'a [u8], p: &Parsed) -> Result<SampleIter<'a>, Error> {
             }
         }
         first = get_uvarint(body, &mut pos)
-            .ok_or_else(|| corrupt(p.body_start + pos, "bad first value"))?;
+            .map_err(|_| corrupt(p.body_start + pos, "bad first value"))?;
     }
     let bits = &body[pos.min(body.len())..];
     Ok(SampleIter::new(

@@ -18,20 +18,6 @@ pub const HEADER_LEN: usize = 8;
 /// Size of the table of contents at the end of the file: five u64 offsets and a crc32.
 pub const TOC_LEN: usize = 5 * 8 + 4;
 
-/// Appends `v` as an unsigned LEB128 varint.
-pub(crate) fn put_uvarint(b: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        b.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    b.push(v as u8);
-}
-
-/// Appends `v` zigzag-encoded as an unsigned varint.
-pub(crate) fn put_varint(b: &mut Vec<u8>, v: i64) {
-    put_uvarint(b, ((v << 1) ^ (v >> 63)) as u64);
-}
-
 /// Sorted-set helpers over ascending `u32` lists.
 pub(crate) mod sets {
     /// Elements in both.

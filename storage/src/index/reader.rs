@@ -13,6 +13,7 @@ use crate::chunkfile::relocate;
 use crate::error::{Error, Result};
 use crate::labels::{Label, Labels};
 use crate::matcher::{MatchOp, Matcher};
+use crate::varint::{get_uvarint, get_varint};
 
 /// One series as stored in the index.
 #[derive(Debug, Clone, PartialEq)]
@@ -54,26 +55,11 @@ impl<'a> Dec<'a> {
     }
 
     fn uvarint(&mut self) -> Result<u64> {
-        let mut v: u64 = 0;
-        for i in 0..10 {
-            let Some(&byte) = self.b.get(self.pos) else {
-                return Err(self.err("truncated varint"));
-            };
-            self.pos += 1;
-            if i == 9 && byte > 1 {
-                return Err(self.err("varint overflows 64 bits"));
-            }
-            v |= u64::from(byte & 0x7f) << (7 * i);
-            if byte < 0x80 {
-                return Ok(v);
-            }
-        }
-        Err(self.err("varint too long"))
+        get_uvarint(self.b, &mut self.pos).map_err(|e| self.err(e.to_string()))
     }
 
     fn varint(&mut self) -> Result<i64> {
-        let u = self.uvarint()?;
-        Ok(((u >> 1) as i64) ^ -((u & 1) as i64))
+        get_varint(self.b, &mut self.pos).map_err(|e| self.err(e.to_string()))
     }
 
     fn u32_sym(&mut self) -> Result<u32> {

@@ -5,10 +5,11 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
-use super::{put_uvarint, put_varint, HEADER_LEN, INDEX_MAGIC, INDEX_VERSION};
+use super::{HEADER_LEN, INDEX_MAGIC, INDEX_VERSION};
 use crate::chunk::ChunkMeta;
 use crate::error::{Error, Result};
 use crate::labels::Labels;
+use crate::varint::{put_uvarint, put_varint};
 
 struct Out<'p> {
     w: BufWriter<File>,

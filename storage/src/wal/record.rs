@@ -18,6 +18,7 @@
 
 use crate::error::{Error, Result};
 use crate::labels::{Label, Labels};
+use crate::varint::{get_uvarint, get_varint, put_uvarint, put_varint};
 
 /// Size of a record header in bytes.
 pub const HEADER_LEN: usize = 9;
@@ -79,22 +80,6 @@ pub fn finish_record(buf: &mut [u8], at: usize) {
     h.update(&buf[at + HEADER_LEN..]);
     let crc = h.finalize();
     buf[at + 5..at + 9].copy_from_slice(&crc.to_le_bytes());
-}
-
-/// Appends an unsigned LEB128 integer.
-#[inline]
-pub fn put_uvarint(buf: &mut Vec<u8>, mut x: u64) {
-    while x >= 0x80 {
-        buf.push((x as u8) | 0x80);
-        x >>= 7;
-    }
-    buf.push(x as u8);
-}
-
-/// Appends a zig-zag LEB128 integer.
-#[inline]
-pub fn put_varint(buf: &mut Vec<u8>, x: i64) {
-    put_uvarint(buf, ((x << 1) ^ (x >> 63)) as u64);
 }
 
 /// Encodes one series record.
@@ -291,29 +276,10 @@ fn bad(reason: impl Into<String>) -> Error {
 
 impl<'a> Cur<'a> {
     fn uvarint(&mut self) -> Result<u64> {
-        let mut x = 0u64;
-        let mut shift = 0u32;
-        loop {
-            let Some(&b) = self.b.get(self.i) else {
-                return Err(bad("truncated varint"));
-            };
-            self.i += 1;
-            if shift == 63 && b > 1 {
-                return Err(bad("varint overflows 64 bits"));
-            }
-            x |= ((b & 0x7f) as u64) << shift;
-            if b < 0x80 {
-                return Ok(x);
-            }
-            shift += 7;
-            if shift > 63 {
-                return Err(bad("varint too long"));
-            }
-        }
+        get_uvarint(self.b, &mut self.i).map_err(|e| bad(e.to_string()))
     }
     fn varint(&mut self) -> Result<i64> {
-        let u = self.uvarint()?;
-        Ok(((u >> 1) as i64) ^ -((u & 1) as i64))
+        get_varint(self.b, &mut self.i).map_err(|e| bad(e.to_string()))
     }
     fn bytes(&mut self, n: u64) -> Result<&'a [u8]> {
         let n = usize::try_from(n).map_err(|_| bad("length overflow"))?;

@@ -6,7 +6,8 @@ use std::collections::HashMap;
 use inferdb_storage::{Label, Labels};
 
 use crate::eval::{Evaluator, Sample, Vector};
-use crate::value::{fmt_g, go_quote, Annotation, AnnotationKind, MonotonicityDetails};
+use crate::parser::go_quote;
+use crate::value::{fmt_g, Annotation, AnnotationKind, MonotonicityDetails};
 
 /// One classic bucket: upper bound and cumulative count.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -433,7 +433,7 @@ fn eval_matrix_call(
                     ev.annos.info(
                         format!(
                             "metric might not be a counter, name does not end in _total/_sum/_count/_bucket: {}",
-                            crate::value::go_quote(n)
+                            crate::parser::go_quote(n)
                         ),
                         Some(matrix_pos),
                     );
