@@ -386,6 +386,6 @@ mod tests {
     fn bad_yaml_and_bad_duration() {
         assert!(parse("groups: [", false).is_err());
         let e = parse("groups:\n- name: g\n  interval: 5x\n  rules: []\n", false).unwrap_err();
-        assert_eq!(e.0, vec!["not a valid duration string: \"5x\""]);
+        assert_eq!(e.0, vec!["unknown unit \"x\" in duration \"5x\""]);
     }
 }

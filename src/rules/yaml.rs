@@ -353,7 +353,7 @@ impl Decoder {
     }
 
     /// A Prometheus duration (`model.Duration`) in milliseconds; a bad one stops decoding
-    /// with `not a valid duration string: "x"`, as Go's custom unmarshaler does.
+    /// with Go's message (`not a valid duration string: "x"`, `unknown unit ...`), as Go's custom unmarshaler does.
     pub fn duration(&mut self, node: &Node) -> i64 {
         let s = self.string(node);
         if s.is_empty() {

@@ -177,33 +177,14 @@ fn arg_f64(args: &[Value], i: usize) -> Result<f64, FuncError> {
 }
 
 /// Go's `%.4g` as Prometheus' humanize functions print (no exponent for small magnitudes).
+/// Go's `%.4g`.
 fn fmt_4g(v: f64) -> String {
-    if v == 0.0 || !v.is_finite() {
-        return crate::template::go_float_g(v);
-    }
-    let exp = v.abs().log10().floor() as i32;
-    if !(-4..4).contains(&exp) {
-        let s = format!("{:.3e}", v);
-        let (m, e) = s.split_once('e').unwrap_or((&s, "0"));
-        let m = trim_zeros(m);
-        let e: i32 = e.parse().unwrap_or(0);
-        return format!("{m}e{}{:02}", if e < 0 { '-' } else { '+' }, e.abs());
-    }
-    let decimals = (3 - exp).max(0) as usize;
-    trim_zeros(&format!("{:.*}", decimals, v)).to_string()
-}
-
-fn trim_zeros(s: &str) -> &str {
-    if s.contains('.') {
-        s.trim_end_matches('0').trim_end_matches('.')
-    } else {
-        s
-    }
+    inferdb_query::go_format::format_float_g_prec(v, 4)
 }
 
 /// Go's `%v` of a float64 (strconv 'g', shortest).
 pub fn go_float_g(v: f64) -> String {
-    inferdb_query::value::format_go_float(v, None)
+    inferdb_query::go_format::format_float(v, inferdb_query::go_format::FloatFormat::G)
 }
 
 fn humanize(args: &[Value]) -> Result<Value, FuncError> {
