@@ -15,6 +15,7 @@ pub mod discovery;
 pub mod export;
 pub mod gpu;
 pub mod import;
+pub mod insight;
 pub mod logging;
 pub mod metric_aliases;
 pub mod metrics;

@@ -3,6 +3,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use inferdb::cli::advise::AdviseArgs;
 use inferdb::cli::{export::ExportArgs, import::ImportArgs, tsdb::TsdbArgs};
 use inferdb::cli::{query::QueryArgs, rules::RulesArgs, serve::ServeArgs, simulate::SimulateArgs};
 
@@ -41,6 +42,8 @@ enum Command {
     Tsdb(TsdbArgs),
     /// Check rule files or run their unit tests (promtool's `check rules`, `test rules`).
     Rules(RulesArgs),
+    /// Say what is wrong with a vLLM fleet over a window and what to change.
+    Advise(AdviseArgs),
 }
 
 fn main() -> ExitCode {
@@ -54,6 +57,7 @@ fn main() -> ExitCode {
         Command::Export(a) => a.run(),
         Command::Tsdb(a) => a.run(),
         Command::Rules(a) => a.run(),
+        Command::Advise(a) => a.run(),
     };
     match res {
         Ok(code) => code,

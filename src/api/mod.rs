@@ -16,6 +16,7 @@ pub mod router;
 pub mod tls;
 pub mod web_urls;
 
+mod insights;
 mod labels;
 mod metadata;
 mod misc;

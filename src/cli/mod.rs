@@ -1,5 +1,6 @@
 //! The command line: `inferdb serve`, `inferdb query`, `inferdb simulate`, `inferdb tsdb`, `inferdb rules`.
 
+pub mod advise;
 pub mod export;
 pub mod import;
 pub mod query;
