@@ -69,11 +69,20 @@ fn wait(secs: u64, what: &str, mut cond: impl FnMut() -> bool) {
 type Samples = BTreeMap<String, BTreeMap<i64, String>>;
 
 fn all_samples(c: &Client, base: &str) -> Samples {
+    select(c, base, r#"{job=~"vllm.*"}[1h]"#)
+}
+
+/// The `up` samples of the last 30 s (cheap to poll).
+fn recent_up(c: &Client, base: &str) -> Samples {
+    select(c, base, r#"up{job=~"vllm.*"}[30s]"#)
+}
+
+fn select(c: &Client, base: &str, q: &str) -> Samples {
     let v = c.query(
         base,
         "/api/v1/query",
         &[
-            ("query", r#"{job=~"vllm.*"}[1h]"#.to_string()),
+            ("query", q.to_string()),
             ("time", format!("{}", now_ms() / 1000 + 1)),
         ],
     );
@@ -281,10 +290,11 @@ fn episode(
     let (mut p, base) = srv;
     std::thread::sleep(warm);
     wait(20, "scrapes", || {
-        up_between(&all_samples(c, &base), now_ms() - 3000, now_ms()) >= TARGETS
+        let t = now_ms();
+        up_between(&recent_up(c, &base), t - 3000, t) >= TARGETS
     });
-    let filler = fill(&s.mnt);
     during();
+    let filler = fill(&s.mnt);
     wait(20, "the WAL to refuse writes", || {
         c.metric(&base, "inferdb_tsdb_wal_writable") == Some(0.0)
     });
@@ -329,7 +339,7 @@ fn episode(
     });
     let resumed = now_ms();
     wait(20, "scrapes after the recovery", || {
-        up_between(&all_samples(c, &base), resumed, now_ms()) >= 3 * TARGETS
+        up_between(&recent_up(c, &base), resumed, now_ms()) >= 3 * TARGETS
     });
     assert_eq!(
         remote_write(c, &base),
@@ -414,9 +424,9 @@ fn full_disk_while_scraping_then_kill_loses_nothing() {
 }
 
 /// The soak of `benches/full_disk_soak.sh`: `INFERDB_SOAK_ROUNDS` episodes (default 10) with
-/// the fill after a random 1-6 s, held 2-5 s; every third round while blocks are cut and
-/// compacted, every third while `inferdb import` writes into the same file system. Prints one
-/// line per round and a summary.
+/// the fill after a random 1-6 s, held 2-5 s, while 2 s blocks are cut and compacted; every
+/// third round `inferdb import` starts just before the fill and writes into the same file
+/// system. Prints one line per round and a summary.
 #[test]
 #[ignore]
 fn soak() {
@@ -424,14 +434,16 @@ fn soak() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(10);
-    let work = tempfile::tempdir().unwrap();
-    let Some(_m) = Mount::new(&work.path().join("mnt"), "48m") else {
+    // kept for the logs (`work/inferdb.log`) when a round fails
+    let work = tempfile::tempdir().unwrap().keep();
+    println!("work folder {}", work.display());
+    let Some(_m) = Mount::new(&work.as_path().join("mnt"), "48m") else {
         panic!("the soak needs a tmpfs (root)");
     };
     let c = Client::new();
-    let s = Setup::new(work.path(), &work.path().join("mnt"), &c);
+    let s = Setup::new(work.as_path(), &work.as_path().join("mnt"), &c);
     // an OpenMetrics file to import (generated once, outside the small file system)
-    let om = work.path().join("history.om");
+    let om = work.as_path().join("history.om");
     write_history(&om);
     let mut seed = std::env::var("INFERDB_SOAK_SEED")
         .ok()
@@ -450,11 +462,15 @@ fn soak() {
     for round in 0..rounds {
         let warm = Duration::from_millis(1000 + rnd(5000));
         let full = Duration::from_millis(2000 + rnd(3000));
-        let mode = ["scrape", "compaction", "import"][round % 3];
+        let mode = if round % 3 == 2 {
+            "cuts+import"
+        } else {
+            "cuts"
+        };
         let import_dir = s.mnt.join(format!("import{round}"));
         let mut import: Option<std::process::Child> = None;
         let mut during = || {
-            if mode == "import" {
+            if mode == "cuts+import" {
                 import = Some(
                     Command::new(BIN)
                         .args(["import", "openmetrics", "--data-dir"])
@@ -529,7 +545,7 @@ fn write_history(path: &Path) {
     let end = (now_ms() / 1000 - 86_400) as f64;
     let mut out = String::new();
     out.push_str("# TYPE hist_requests counter\n");
-    for pod in 0..40 {
+    for pod in 0..200 {
         for k in 0..720 {
             let t = end - 7200.0 + k as f64 * 10.0;
             out.push_str(&format!(
