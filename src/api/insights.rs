@@ -7,7 +7,7 @@ use axum::response::Response;
 
 use super::error::ApiError;
 use super::params::Params;
-use super::query::now_ms;
+use crate::model::time::now_ms;
 use super::router::{json_response, ApiState};
 use crate::insight::{self, BackendSource, Thresholds};
 

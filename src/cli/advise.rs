@@ -12,7 +12,7 @@ use inferdb_storage::db::Options;
 use inferdb_storage::Db;
 
 use crate::api::{ApiBackend, DbBackend};
-use crate::cli::query::parse_cli_time;
+use crate::cli::parse_time as parse_cli_time;
 use crate::insight::{self, BackendSource, PromSource, RemoteSource, Thresholds};
 
 /// Output format of `advise`.
@@ -120,7 +120,8 @@ pub fn open_source(
 
 /// Parses the `--timeout` flag.
 pub fn timeout(s: &str) -> anyhow::Result<Duration> {
-    crate::api::params::parse_promql_duration_ms(s)
+    inferdb_query::parser::parse_model_duration_ms(s)
+        .ok()
         .filter(|m| *m > 0)
         .map(|m| Duration::from_millis(m as u64))
         .ok_or_else(|| anyhow!("--timeout: {s:?} is not a duration"))

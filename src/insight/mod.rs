@@ -179,7 +179,8 @@ pub(crate) struct Durations {
 }
 
 fn dur(flag: &str, s: &str) -> Result<i64, InsightError> {
-    crate::api::params::parse_promql_duration_ms(s)
+    inferdb_query::parser::parse_model_duration_ms(s)
+        .ok()
         .filter(|d| *d > 0)
         .ok_or_else(|| {
             InsightError::Invalid(format!("--{flag}: {s:?} is not a duration (e.g. 5m)"))

@@ -47,7 +47,8 @@ pub fn parse_slos(s: &str) -> Result<Vec<Slo>, InsightError> {
         if !(q > 0.0 && q < 100.0) {
             return Err(bad("percentile must be in (0, 100)"));
         }
-        let ms = crate::api::params::parse_promql_duration_ms(thr.trim())
+        let ms = inferdb_query::parser::parse_model_duration_ms(thr.trim())
+            .ok()
             .filter(|m| *m > 0)
             .ok_or_else(|| bad("threshold must be a duration"))?;
         out.push(Slo {
