@@ -123,7 +123,7 @@ fn path_label_name(uri: &Uri) -> Result<String, ApiError> {
 fn go_quote_bytes(b: &[u8]) -> String {
     let mut out = String::from("\"");
     for chunk in b.utf8_chunks() {
-        let q = inferdb_query::value::go_quote(chunk.valid());
+        let q = inferdb_query::parser::go_quote(chunk.valid());
         out.push_str(&q[1..q.len() - 1]);
         for x in chunk.invalid() {
             out.push_str(&format!("\\x{x:02x}"));
@@ -144,7 +144,7 @@ pub(crate) async fn values(
     if name.is_empty() || name.contains('\0') {
         return Err(ApiError::bad_data(format!(
             "invalid label name: {}",
-            inferdb_query::value::go_quote(&name)
+            inferdb_query::parser::go_quote(&name)
         )));
     }
     let limit = params.limit()?;
