@@ -714,10 +714,12 @@ mod tests {
         assert!((vals["test_reg_seconds_sum"] - 7.55).abs() < 1e-9);
         assert_eq!(vals["test_collected"], 42.0);
         let info = format!(
-            "inferdb_build_info{{goarch=\"{}\",goos=\"{}\",profile=\"debug\",version=\"{}\"}}",
+            "inferdb_build_info{{goarch=\"{}\",goos=\"{}\",profile=\"debug\",revision=\"{}\",toolchain=\"{}\",version=\"{}\"}}",
             std::env::consts::ARCH,
             std::env::consts::OS,
-            env!("CARGO_PKG_VERSION")
+            crate::build_info::REVISION,
+            crate::build_info::TOOLCHAIN,
+            crate::build_info::VERSION
         );
         assert_eq!(vals.get(&info), Some(&1.0), "{text}");
         assert!(vals

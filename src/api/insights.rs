@@ -7,9 +7,9 @@ use axum::response::Response;
 
 use super::error::ApiError;
 use super::params::Params;
-use crate::model::time::now_ms;
 use super::router::{json_response, ApiState};
 use crate::insight::{self, BackendSource, Thresholds};
+use crate::model::time::now_ms;
 
 /// Handles `/inferdb/v1/insights`.
 pub(crate) async fn handle(
