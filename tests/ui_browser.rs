@@ -471,7 +471,25 @@ async fn web_ui_in_chromium() {
         json!(["refused"])
     );
 
-    // the fleet page at a fixed moment: each number equals the API's answer
+    // the fleet page at a fixed moment: each number equals the API's answer. The moment is
+    // taken once the rates have had values for 12 s, so that the page's range charts (which
+    // end there, at steps of a few seconds) hold points on a fast machine too.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let then = format!("{:.3}", (common::now_ms() - 12_000) as f64 / 1000.0);
+        if api_values(&http, &base, GEN_BY_MODEL, &then, &["model_name"])
+            .await
+            .len()
+            == 2
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "rates of 2 models never 12 s old"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
     let t = format!("{:.3}", (common::now_ms() - 3000) as f64 / 1000.0);
     b.c.goto(&format!("{base}/fleet?range=15m&by=model&time={t}"))
         .await
