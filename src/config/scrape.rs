@@ -101,7 +101,7 @@ macro_rules! scrape_config {
             /// Accepted, unused.
             #[serde(default)]
             pub target_limit: Option<u64>,
-            /// Accepted, unused.
+            /// How many dropped targets `/api/v1/targets` keeps for this job (0 = all).
             #[serde(default)]
             pub keep_dropped_targets: Option<u64>,
             /// Larger bodies fail the scrape.
