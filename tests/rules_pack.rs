@@ -113,3 +113,38 @@ fn embedded_pack_is_the_file() {
     assert_eq!(inferdb::rules::pack::VLLM_RULES, file);
     assert_eq!(inferdb::rules::pack::VLLM_RULES_FILE, "vllm.yml");
 }
+
+/// The pack's groups in order, and every alert says what it means and what to try.
+#[test]
+fn every_alert_has_a_summary_and_a_description() {
+    let f = inferdb::rules::pack::vllm_groups().unwrap();
+    let names: Vec<&str> = f.groups.iter().map(|g| g.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "vllm-throughput",
+            "vllm-cache",
+            "vllm-latency",
+            "vllm-load",
+            "vllm-slo",
+            "vllm-alerts"
+        ]
+    );
+    let alerts: Vec<_> = f
+        .groups
+        .iter()
+        .flat_map(|g| &g.rules)
+        .filter(|r| !r.alert.is_empty())
+        .collect();
+    assert_eq!(alerts.len(), 10);
+    for r in alerts {
+        for key in ["summary", "description"] {
+            assert!(
+                r.annotations.iter().any(|(k, v)| k == key && v.len() > 20),
+                "{} lacks {key}",
+                r.alert
+            );
+        }
+        assert!(r.labels.iter().any(|(k, _)| k == "severity"), "{}", r.alert);
+    }
+}
