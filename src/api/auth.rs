@@ -15,6 +15,8 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use serde::Deserialize;
 
+use crate::config::http::Secret;
+
 /// Why a web configuration was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum WebConfigError {
@@ -45,14 +47,14 @@ struct RawWebConfig {
     #[serde(default)]
     http_server_config: Option<serde_yaml::Value>,
     #[serde(default)]
-    basic_auth_users: BTreeMap<String, String>,
+    basic_auth_users: BTreeMap<String, Secret>,
 }
 
 /// The parsed web configuration.
 #[derive(Debug, Clone, Default)]
 pub struct WebConfig {
-    /// User name to bcrypt hash.
-    pub basic_auth_users: BTreeMap<String, String>,
+    /// User name to bcrypt hash (a secret in Prometheus too: never printed).
+    pub basic_auth_users: BTreeMap<String, Secret>,
     /// The TLS server settings, built; `None`: plain HTTP.
     pub tls: Option<Arc<rustls::ServerConfig>>,
 }
@@ -84,6 +86,7 @@ impl WebConfig {
             tracing::warn!("web configuration: http_server_config is ignored");
         }
         for (user, hash) in &raw.basic_auth_users {
+            let hash = hash.expose();
             if !(hash.starts_with("$2a$") || hash.starts_with("$2b$") || hash.starts_with("$2y$")) {
                 return Err(WebConfigError::BadHash(user.clone()));
             }
@@ -108,14 +111,14 @@ impl WebConfig {
 /// the pairs that verified, since bcrypt is deliberately slow.
 #[derive(Debug)]
 pub struct BasicAuth {
-    users: BTreeMap<String, String>,
+    users: BTreeMap<String, Secret>,
     good: Mutex<HashSet<u64>>,
     keys: RandomState,
 }
 
 impl BasicAuth {
     /// An authenticator for `users` (name to bcrypt hash).
-    pub fn new(users: BTreeMap<String, String>) -> Self {
+    pub fn new(users: BTreeMap<String, Secret>) -> Self {
         BasicAuth {
             users,
             good: Mutex::new(HashSet::new()),
@@ -144,7 +147,7 @@ impl BasicAuth {
         if self.good.lock().map(|g| g.contains(&key)).unwrap_or(false) {
             return true;
         }
-        let ok = bcrypt::verify(pass, hash).unwrap_or(false);
+        let ok = bcrypt::verify(pass, hash.expose()).unwrap_or(false);
         if ok {
             if let Ok(mut g) = self.good.lock() {
                 if g.len() > 1024 {
@@ -192,7 +195,11 @@ mod tests {
     fn parses_and_checks() {
         let hash = bcrypt::hash("secret", 4).unwrap();
         let cfg = WebConfig::parse(&format!("basic_auth_users:\n  alice: '{hash}'\n")).unwrap();
+        // the hashes are secrets, as in Prometheus' web config: no debug dump shows them
+        let dump = format!("{cfg:?}");
+        assert!(!dump.contains(&hash) && dump.contains("<secret>"), "{dump}");
         let auth = BasicAuth::new(cfg.basic_auth_users);
+        assert!(!format!("{auth:?}").contains(&hash));
         let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
         assert!(auth.check(Some(&format!("Basic {}", b64("alice:secret")))));
         // cached path gives the same answer

@@ -47,7 +47,7 @@ pub struct ApiConfig {
     /// The loaded configuration file as YAML, for `/api/v1/status/config`.
     pub config_yaml: String,
     /// Users allowed in (name to bcrypt hash); empty: no authentication.
-    pub basic_auth_users: BTreeMap<String, String>,
+    pub basic_auth_users: BTreeMap<String, crate::config::http::Secret>,
     /// HTTPS settings from the web configuration's `tls_server_config`; `None`: plain HTTP.
     pub tls: Option<Arc<rustls::ServerConfig>>,
     /// The external URL and the route prefix every endpoint is served under.

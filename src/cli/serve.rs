@@ -552,7 +552,8 @@ impl ServeArgs {
         let cfg = load()?;
         crate::metrics::record_config_reload(true);
         if let Some(p) = &self.config_file {
-            api_cfg.config_yaml = std::fs::read_to_string(p).unwrap_or_default();
+            api_cfg.config_yaml =
+                crate::config::masked::masked_yaml(&std::fs::read_to_string(p).unwrap_or_default());
         }
         if cfg.scrape_configs.is_empty() {
             tracing::warn!("nothing to scrape: give --config.file, --scrape URL or --demo");

@@ -19,7 +19,8 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::http::{
-    check_auth, join_dir, resolve_secret_files, Authorization, BasicAuth, TlsConfig,
+    bearer_to_authorization, check_http_auth, join_dir, resolve_secret_files, Authorization,
+    BasicAuth, Secret, TlsConfig,
 };
 use super::scrape::{with_unimplemented_sds, FileSdConfig, StaticConfig};
 use super::{ConfigError, PromDuration};
@@ -53,6 +54,9 @@ impl AlertingConfig {
                 }
             }
             resolve_secret_files(am.basic_auth.as_mut(), am.authorization.as_mut(), dir);
+            if let Some(f) = &mut am.bearer_token_file {
+                join_dir(dir, f);
+            }
             if let Some(t) = &mut am.tls_config {
                 t.resolve_files(dir);
             }
@@ -60,12 +64,12 @@ impl AlertingConfig {
     }
 
     /// Refuses what Prometheus refuses; messages name the entry.
-    pub(super) fn check(&self) -> Result<(), ConfigError> {
+    pub(super) fn check(&mut self) -> Result<(), ConfigError> {
         for r in &self.alert_relabel_configs {
             r.validate()
                 .map_err(|e| ConfigError::Invalid(format!("alert_relabel_configs: {e}")))?;
         }
-        for (i, am) in self.alertmanagers.iter().enumerate() {
+        for (i, am) in self.alertmanagers.iter_mut().enumerate() {
             let bad = |m: String| ConfigError::Invalid(format!("alertmanagers[{i}]: {m}"));
             if am.api_version != "v2" {
                 return Err(bad(format!(
@@ -79,7 +83,18 @@ impl AlertingConfig {
             if am.timeout.0.is_zero() {
                 return Err(bad("timeout must be greater than zero".into()));
             }
-            check_auth(am.basic_auth.as_ref(), am.authorization.as_ref()).map_err(bad)?;
+            check_http_auth(
+                am.basic_auth.as_ref(),
+                am.authorization.as_ref(),
+                am.bearer_token.as_ref(),
+                am.bearer_token_file.as_deref(),
+            )
+            .map_err(bad)?;
+            bearer_to_authorization(
+                &mut am.authorization,
+                &mut am.bearer_token,
+                &mut am.bearer_token_file,
+            );
             for r in am.relabel_configs.iter().chain(&am.alert_relabel_configs) {
                 r.validate().map_err(bad)?;
             }
@@ -134,6 +149,12 @@ macro_rules! alertmanager_config {
             /// Authorization header.
             #[serde(default)]
             pub authorization: Option<Authorization>,
+            /// Older spelling of `authorization: {credentials: ...}`, turned into it at load.
+            #[serde(default)]
+            pub bearer_token: Option<Secret>,
+            /// Older spelling of `authorization: {credentials_file: ...}`, turned into it at load.
+            #[serde(default)]
+            pub bearer_token_file: Option<String>,
             /// TLS settings.
             #[serde(default)]
             pub tls_config: Option<TlsConfig>,

@@ -1,10 +1,51 @@
 //! The HTTP-client settings that `scrape_configs` and `remote_write` entries share (Prometheus'
-//! `http_config`): `basic_auth`, `authorization` and `tls_config`, with the checks Prometheus
-//! makes on them and the reading of their secret files.
+//! `http_config`): `basic_auth`, `authorization`, the older `bearer_token`/`bearer_token_file`
+//! and `tls_config`, with the checks Prometheus makes on them and the reading of their secret
+//! files. Secret values are [`Secret`]s, which never print.
 
+use std::fmt;
 use std::path::Path;
 
 use serde::Deserialize;
+
+/// A secret setting (a password, credentials, a token), as Prometheus' `Secret`: `Debug` and
+/// `Display` print `<secret>`, so no log line, error or debug dump shows the value; only
+/// [`Secret::expose`] gives it, for the request that needs it.
+#[derive(Clone, PartialEq, Eq, Hash, Default, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    /// What Prometheus prints in place of a secret.
+    pub const MASK: &'static str = "<secret>";
+
+    /// Wraps `s`.
+    pub fn new(s: impl Into<String>) -> Secret {
+        Secret(s.into())
+    }
+
+    /// The value itself, for the request that sends it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether it is empty (Prometheus treats an empty secret as not given).
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(Secret::MASK)
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(Secret::MASK)
+    }
+}
 
 /// `basic_auth:`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -14,7 +55,7 @@ pub struct BasicAuth {
     pub username: String,
     /// Password given inline.
     #[serde(default)]
-    pub password: Option<String>,
+    pub password: Option<Secret>,
     /// File holding the password.
     #[serde(default)]
     pub password_file: Option<String>,
@@ -29,16 +70,19 @@ pub struct Authorization {
     pub kind: Option<String>,
     /// The credentials inline.
     #[serde(default)]
-    pub credentials: Option<String>,
+    pub credentials: Option<Secret>,
     /// File holding the credentials.
     #[serde(default)]
     pub credentials_file: Option<String>,
 }
 
 impl Authorization {
-    /// The scheme: `type`, else `Bearer`.
+    /// The scheme: `type` (trimmed), else `Bearer`.
     pub fn scheme(&self) -> &str {
-        self.kind.as_deref().unwrap_or("Bearer")
+        match self.kind.as_deref().map(str::trim) {
+            Some(t) if !t.is_empty() => t,
+            _ => "Bearer",
+        }
     }
 }
 
@@ -74,33 +118,91 @@ pub struct TlsConfig {
 
 /// Refuses what Prometheus refuses in the authentication settings: both `basic_auth` and
 /// `authorization`, a secret given both inline and as a file, and `authorization` of type
-/// `Basic`. The message names the settings, without a prefix.
+/// `Basic`. The message is Prometheus', without a prefix.
 pub fn check_auth(
     basic_auth: Option<&BasicAuth>,
     authorization: Option<&Authorization>,
 ) -> Result<(), String> {
-    if basic_auth.is_some() && authorization.is_some() {
-        return Err("at most one of basic_auth and authorization may be configured".into());
+    check_http_auth(basic_auth, authorization, None, None)
+}
+
+/// [`check_auth`] with the older `bearer_token` and `bearer_token_file` too, in the order and
+/// with the messages of Prometheus' `HTTPClientConfig.Validate` (empty values count as not
+/// given, as there).
+pub fn check_http_auth(
+    basic_auth: Option<&BasicAuth>,
+    authorization: Option<&Authorization>,
+    bearer_token: Option<&Secret>,
+    bearer_token_file: Option<&str>,
+) -> Result<(), String> {
+    let token = bearer_token.is_some_and(|t| !t.is_empty());
+    let token_file = bearer_token_file.is_some_and(|f| !f.is_empty());
+    if token && token_file {
+        return Err("at most one of bearer_token & bearer_token_file must be configured".into());
+    }
+    if basic_auth.is_some() && (token || token_file) {
+        return Err(
+            "at most one of basic_auth, oauth2, bearer_token & bearer_token_file must be configured"
+                .into(),
+        );
     }
     if let Some(b) = basic_auth {
-        if b.password.is_some() && b.password_file.is_some() {
-            return Err("at most one of basic_auth password and password_file".into());
+        if b.password.as_ref().is_some_and(|p| !p.is_empty())
+            && b.password_file.as_deref().is_some_and(|f| !f.is_empty())
+        {
+            return Err(
+                "at most one of basic_auth password & password_file must be configured".into(),
+            );
         }
     }
     if let Some(a) = authorization {
-        if a.credentials.is_some() && a.credentials_file.is_some() {
-            return Err("at most one of authorization credentials and credentials_file".into());
+        if token || token_file {
+            return Err(
+                "authorization is not compatible with bearer_token & bearer_token_file".into(),
+            );
         }
-        if a.kind
-            .as_deref()
-            .is_some_and(|t| t.eq_ignore_ascii_case("basic"))
+        if a.credentials.as_ref().is_some_and(|c| !c.is_empty())
+            && a.credentials_file.as_deref().is_some_and(|f| !f.is_empty())
         {
+            return Err(
+                "at most one of authorization credentials & credentials_file must be configured"
+                    .into(),
+            );
+        }
+        if a.scheme().eq_ignore_ascii_case("basic") {
             return Err(
                 "authorization type cannot be set to \"basic\", use \"basic_auth\" instead".into(),
             );
         }
+        if basic_auth.is_some() {
+            return Err(
+                "at most one of basic_auth, oauth2 & authorization must be configured".into(),
+            );
+        }
     }
     Ok(())
+}
+
+/// Turns `bearer_token` / `bearer_token_file` into `authorization: {type: Bearer, credentials
+/// / credentials_file}`, as Prometheus does once the settings are checked, so that the rest of
+/// inferdb knows one form. Call after [`check_http_auth`].
+pub fn bearer_to_authorization(
+    authorization: &mut Option<Authorization>,
+    bearer_token: &mut Option<Secret>,
+    bearer_token_file: &mut Option<String>,
+) {
+    let token = bearer_token.take().filter(|t| !t.is_empty());
+    let file = bearer_token_file.take().filter(|f| !f.is_empty());
+    if authorization.is_some() {
+        return;
+    }
+    if token.is_some() || file.is_some() {
+        *authorization = Some(Authorization {
+            kind: Some("Bearer".into()),
+            credentials: token,
+            credentials_file: file,
+        });
+    }
 }
 
 /// Joins a relative file path onto `base` (the configuration file's folder), as Prometheus'
@@ -159,15 +261,15 @@ mod tests {
         for (y, want) in [
             (
                 "{basic_auth: {username: a}, authorization: {credentials: b}}",
-                "at most one of basic_auth and authorization",
+                "at most one of basic_auth, oauth2 & authorization must be configured",
             ),
             (
                 "{basic_auth: {username: a, password: p, password_file: f}}",
-                "password and password_file",
+                "at most one of basic_auth password & password_file must be configured",
             ),
             (
                 "{authorization: {credentials: c, credentials_file: f}}",
-                "credentials and credentials_file",
+                "at most one of authorization credentials & credentials_file must be configured",
             ),
             (
                 "{authorization: {type: Basic, credentials: c}}",
@@ -183,6 +285,76 @@ mod tests {
         let (b, a) = auth("{authorization: {credentials_file: f}}");
         assert_eq!(check_auth(b.as_ref(), a.as_ref()), Ok(()));
         assert_eq!(a.unwrap().scheme(), "Bearer");
+    }
+
+    #[derive(Deserialize)]
+    struct WithBearer {
+        basic_auth: Option<BasicAuth>,
+        authorization: Option<Authorization>,
+        bearer_token: Option<Secret>,
+        bearer_token_file: Option<String>,
+    }
+
+    fn check_bearer(y: &str) -> Result<Option<Authorization>, String> {
+        let mut w: WithBearer = serde_yaml::from_str(y).unwrap();
+        check_http_auth(
+            w.basic_auth.as_ref(),
+            w.authorization.as_ref(),
+            w.bearer_token.as_ref(),
+            w.bearer_token_file.as_deref(),
+        )?;
+        bearer_to_authorization(
+            &mut w.authorization,
+            &mut w.bearer_token,
+            &mut w.bearer_token_file,
+        );
+        assert!(w.bearer_token.is_none() && w.bearer_token_file.is_none());
+        Ok(w.authorization)
+    }
+
+    /// Messages as `promtool check config` 2.42 prints them for the same settings.
+    #[test]
+    fn bearer_token_as_prometheus_reads_it() {
+        for (y, want) in [
+            (
+                "{bearer_token: a, bearer_token_file: b}",
+                "at most one of bearer_token & bearer_token_file must be configured",
+            ),
+            (
+                "{bearer_token: a, basic_auth: {username: u}}",
+                "at most one of basic_auth, oauth2, bearer_token & bearer_token_file must be configured",
+            ),
+            (
+                "{bearer_token_file: a, authorization: {credentials: c}}",
+                "authorization is not compatible with bearer_token & bearer_token_file",
+            ),
+        ] {
+            assert_eq!(check_bearer(y).unwrap_err(), want, "{y}");
+        }
+        let a = check_bearer("{bearer_token: tok}").unwrap().unwrap();
+        assert_eq!(
+            (a.scheme(), a.credentials.as_ref().map(Secret::expose)),
+            ("Bearer", Some("tok"))
+        );
+        let a = check_bearer("{bearer_token_file: /t}").unwrap().unwrap();
+        assert_eq!(a.credentials_file.as_deref(), Some("/t"));
+        assert!(a.credentials.is_none());
+        // empty values are not given, as in Prometheus
+        assert!(check_bearer("{bearer_token: '', bearer_token_file: f}").is_ok());
+        assert!(check_bearer("{bearer_token: ''}").unwrap().is_none());
+    }
+
+    #[test]
+    fn secrets_never_print() {
+        let (b, a) = auth("{basic_auth: {username: u, password: hunter2}}");
+        let dump = format!("{b:?} {a:?}");
+        assert!(
+            !dump.contains("hunter2") && dump.contains("<secret>"),
+            "{dump}"
+        );
+        assert_eq!(b.unwrap().password.unwrap().expose(), "hunter2");
+        let s = Secret::new("x");
+        assert_eq!(format!("{s} {s:?}"), "<secret> <secret>");
     }
 
     #[test]

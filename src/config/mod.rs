@@ -11,6 +11,7 @@
 
 pub mod alerting;
 pub mod http;
+pub mod masked;
 pub mod remote_write;
 pub mod scrape;
 
@@ -334,7 +335,7 @@ impl Config {
                 unimpl.push(name.to_string());
             }
         }
-        for sc in &self.scrape_configs {
+        for sc in &mut self.scrape_configs {
             if sc.job_name.is_empty() {
                 return Err(ConfigError::Invalid("job_name is empty".into()));
             }
@@ -363,8 +364,24 @@ impl Config {
                     sc.job_name, sc.scheme
                 )));
             }
-            http::check_auth(sc.basic_auth.as_ref(), sc.authorization.as_ref())
-                .map_err(|e| ConfigError::Invalid(format!("job {:?}: {e}", sc.job_name)))?;
+            http::check_http_auth(
+                sc.basic_auth.as_ref(),
+                sc.authorization.as_ref(),
+                sc.bearer_token.as_ref(),
+                sc.bearer_token_file.as_deref(),
+            )
+            .map_err(|e| ConfigError::Invalid(format!("job {:?}: {e}", sc.job_name)))?;
+            http::bearer_to_authorization(
+                &mut sc.authorization,
+                &mut sc.bearer_token,
+                &mut sc.bearer_token_file,
+            );
+            if sc.oauth2.is_some() {
+                return Err(ConfigError::Invalid(format!(
+                    "job {:?}: oauth2 is not supported by inferdb",
+                    sc.job_name
+                )));
+            }
             for r in sc.relabel_configs.iter().chain(&sc.metric_relabel_configs) {
                 r.validate()
                     .map_err(|e| ConfigError::Invalid(format!("job {:?}: {e}", sc.job_name)))?;
@@ -566,7 +583,7 @@ scrape_configs:
             ),
             (
                 "scrape_configs: [{job_name: a, basic_auth: {username: u}, authorization: {credentials: c}}]",
-                "job \"a\": at most one of basic_auth and authorization",
+                "job \"a\": at most one of basic_auth, oauth2 & authorization must be configured",
             ),
             (
                 "scrape_configs: [{job_name: a, authorization: {type: basic, credentials: c}}]",
@@ -628,11 +645,14 @@ scrape_configs:
         let c = Config::load(&etc.join("prometheus.yml")).unwrap();
         let (main, extra) = (&c.scrape_configs[0], &c.scrape_configs[1]);
         match Auth::from_config(main).unwrap() {
-            Auth::Basic(u, pw) => assert_eq!((u.as_str(), pw.as_deref()), ("u", Some("secret"))),
+            Auth::Basic(u, pw) => assert_eq!(
+                (u.as_str(), pw.as_ref().map(http::Secret::expose)),
+                ("u", Some("secret"))
+            ),
             o => panic!("{o:?}"),
         }
         match Auth::from_config(extra).unwrap() {
-            Auth::Header(h) => assert_eq!(h, "Bearer tok"),
+            Auth::Header(h) => assert_eq!(h.expose(), "Bearer tok"),
             o => panic!("{o:?}"),
         }
         let tls = main.tls_config.as_ref().unwrap();
@@ -723,6 +743,77 @@ remote_write: [{url: 'http://r/api/v1/write', basic_auth: {username: u, password
         let e =
             Config::parse("remote_write: [{url: 'http://x/'}, {url: 'http://x/'}]").unwrap_err();
         assert!(e.to_string().contains("multiple remote write"), "{e}");
+    }
+
+    /// `bearer_token` and `bearer_token_file` are read as Prometheus 2.42 reads them in jobs,
+    /// remote write and Alertmanagers: turned into `authorization` (files relative to the
+    /// configuration's folder); no secret shows in a debug dump of the loaded configuration.
+    #[test]
+    fn bearer_tokens_become_authorization_and_secrets_never_print() {
+        use crate::config::http::Secret;
+        let d = tempfile::tempdir().unwrap();
+        let cfg = d.path().join("prometheus.yml");
+        std::fs::write(
+            &cfg,
+            r#"scrape_configs:
+  - {job_name: a, bearer_token: tok-a1}
+  - {job_name: b, bearer_token_file: tok.txt}
+  - {job_name: c, basic_auth: {username: u, password: pw-c3}}
+remote_write: [{url: 'http://r/', bearer_token: tok-rw4}, {url: 'http://s/', bearer_token_file: rw.txt}]
+alerting:
+  alertmanagers: [{static_configs: [{targets: [am]}], bearer_token: tok-am5}, {basic_auth: {username: u, password: pw-am6}}]
+"#,
+        )
+        .unwrap();
+        let c = Config::load(&cfg).unwrap();
+        let at = |f: &str| Some(d.path().join(f).to_string_lossy().into_owned());
+        let cred = |a: &Option<http::Authorization>| {
+            let a = a.as_ref().unwrap();
+            assert_eq!(a.scheme(), "Bearer");
+            (
+                a.credentials.as_ref().map(|s| s.expose().to_string()),
+                a.credentials_file.clone(),
+            )
+        };
+        let sc = &c.scrape_configs;
+        assert_eq!(cred(&sc[0].authorization), (Some("tok-a1".into()), None));
+        assert_eq!(cred(&sc[1].authorization), (None, at("tok.txt")));
+        assert!(sc[0].bearer_token.is_none() && sc[1].bearer_token_file.is_none());
+        let rw = &c.remote_write;
+        assert_eq!(cred(&rw[0].authorization), (Some("tok-rw4".into()), None));
+        assert_eq!(cred(&rw[1].authorization), (None, at("rw.txt")));
+        assert_eq!(
+            rw[0].authorization_header().unwrap().as_deref(),
+            Some("Bearer tok-rw4")
+        );
+        let am = &c.alerting.alertmanagers;
+        assert_eq!(cred(&am[0].authorization), (Some("tok-am5".into()), None));
+        let dump = format!("{c:?}");
+        for s in ["tok-a1", "pw-c3", "tok-rw4", "tok-am5", "pw-am6"] {
+            assert!(!dump.contains(s), "{s} in {dump}");
+        }
+        assert!(dump.contains(Secret::MASK));
+        for (y, want) in [
+            (
+                "scrape_configs: [{job_name: a, bearer_token: t, authorization: {credentials: c}}]",
+                "job \"a\": authorization is not compatible with bearer_token & bearer_token_file",
+            ),
+            (
+                "remote_write: [{url: 'http://r/', bearer_token: t, bearer_token_file: f}]",
+                "at most one of bearer_token & bearer_token_file must be configured",
+            ),
+            (
+                "alerting: {alertmanagers: [{bearer_token: t, basic_auth: {username: u}}]}",
+                "at most one of basic_auth, oauth2, bearer_token & bearer_token_file must be configured",
+            ),
+            (
+                "scrape_configs: [{job_name: a, oauth2: {client_id: i, client_secret: s, token_url: 'http://t/'}}]",
+                "job \"a\": oauth2 is not supported by inferdb",
+            ),
+        ] {
+            let e = Config::parse(y).unwrap_err().to_string();
+            assert!(e.contains(want), "{y}: {e}");
+        }
     }
 
     #[test]

@@ -32,7 +32,10 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::http::{check_auth, resolve_secret_files, Authorization, BasicAuth};
+use super::http::{
+    bearer_to_authorization, check_http_auth, resolve_secret_files, Authorization, BasicAuth,
+    Secret,
+};
 use super::{ConfigError, PromDuration};
 use crate::model::relabel::RelabelConfig;
 
@@ -57,6 +60,12 @@ pub struct RemoteWriteConfig {
     /// An `Authorization` header of the given type (Bearer by default).
     #[serde(default)]
     pub authorization: Option<Authorization>,
+    /// Older spelling of `authorization: {credentials: ...}`, turned into it at load.
+    #[serde(default)]
+    pub bearer_token: Option<Secret>,
+    /// Older spelling of `authorization: {credentials_file: ...}`, turned into it at load.
+    #[serde(default)]
+    pub bearer_token_file: Option<String>,
     /// Relabelling applied to every series before it leaves.
     #[serde(default)]
     pub write_relabel_configs: Vec<RelabelConfig>,
@@ -170,7 +179,18 @@ impl RemoteWriteConfig {
                 return bad(format!("{k} is a reserved header. It must not be changed"));
             }
         }
-        check_auth(self.basic_auth.as_ref(), self.authorization.as_ref()).or_else(bad)?;
+        check_http_auth(
+            self.basic_auth.as_ref(),
+            self.authorization.as_ref(),
+            self.bearer_token.as_ref(),
+            self.bearer_token_file.as_deref(),
+        )
+        .or_else(bad)?;
+        bearer_to_authorization(
+            &mut self.authorization,
+            &mut self.bearer_token,
+            &mut self.bearer_token_file,
+        );
         resolve_secret_files(self.basic_auth.as_mut(), self.authorization.as_mut(), base);
         for r in &self.write_relabel_configs {
             r.validate().or_else(bad)?;
@@ -204,7 +224,7 @@ impl RemoteWriteConfig {
             return Ok(None);
         };
         let pw = match (&b.password, &b.password_file) {
-            (Some(p), _) => p.clone(),
+            (Some(p), _) => p.expose().to_owned(),
             (None, Some(f)) => read_secret(Path::new(f))?,
             (None, None) => String::new(),
         };
@@ -217,7 +237,7 @@ impl RemoteWriteConfig {
             return Ok(None);
         };
         let cred = match (&a.credentials, &a.credentials_file) {
-            (Some(c), _) => c.clone(),
+            (Some(c), _) => c.expose().to_owned(),
             (None, Some(f)) => read_secret(Path::new(f))?,
             (None, None) => String::new(),
         };

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::http::{join_dir, resolve_secret_files, Authorization, BasicAuth, TlsConfig};
+use super::http::{join_dir, resolve_secret_files, Authorization, BasicAuth, Secret, TlsConfig};
 use super::{ByteSize, ConfigError, GlobalConfig, PromDuration};
 use crate::model::relabel::RelabelConfig;
 
@@ -149,9 +149,15 @@ macro_rules! scrape_config {
             /// Accepted, unused.
             #[serde(default)]
             pub http_headers: Option<serde_yaml::Value>,
-            /// Accepted, unused.
+            /// OAuth 2.0: not implemented, refused at load.
             #[serde(default)]
             pub oauth2: Option<serde_yaml::Value>,
+            /// Older spelling of `authorization: {credentials: ...}`, turned into it at load.
+            #[serde(default)]
+            pub bearer_token: Option<Secret>,
+            /// Older spelling of `authorization: {credentials_file: ...}`, turned into it at load.
+            #[serde(default)]
+            pub bearer_token_file: Option<String>,
             /// Static targets.
             #[serde(default)]
             pub static_configs: Vec<StaticConfig>,
@@ -263,7 +269,7 @@ impl ScrapeConfig {
         }
     }
     /// Makes the job's relative file paths (`file_sd_configs` files, `password_file`,
-    /// `credentials_file`, `tls_config` `ca_file`/`cert_file`/`key_file`) relative to `dir`,
+    /// `credentials_file`, `bearer_token_file`, `tls_config` `ca_file`/`cert_file`/`key_file`) relative to `dir`,
     /// the folder of the file that holds the job, as Prometheus' `SetDirectory` does.
     pub fn set_directory(&mut self, dir: &Path) {
         for f in &mut self.file_sd_configs {
@@ -278,6 +284,9 @@ impl ScrapeConfig {
             k.set_directory(dir);
         }
         resolve_secret_files(self.basic_auth.as_mut(), self.authorization.as_mut(), dir);
+        if let Some(f) = &mut self.bearer_token_file {
+            join_dir(dir, f);
+        }
         if let Some(t) = &mut self.tls_config {
             t.resolve_files(dir);
         }

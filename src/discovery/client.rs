@@ -8,7 +8,7 @@ use std::path::Path;
 use serde::de::{DeserializeOwned, Error as _};
 use serde::{Deserialize, Deserializer};
 
-use crate::config::http::{check_auth, join_dir, resolve_secret_files};
+use crate::config::http::{check_http_auth, join_dir, resolve_secret_files, Secret};
 use crate::config::http::{Authorization, BasicAuth, TlsConfig};
 
 /// Prometheus' `http_config` block, inline in an SD entry.
@@ -23,7 +23,7 @@ pub struct HttpClientConfig {
     pub authorization: Option<Authorization>,
     /// Deprecated spelling of `authorization: {credentials: ...}`.
     #[serde(default)]
-    pub bearer_token: Option<String>,
+    pub bearer_token: Option<Secret>,
     /// Deprecated spelling of `authorization: {credentials_file: ...}`.
     #[serde(default)]
     pub bearer_token_file: Option<String>,
@@ -67,9 +67,9 @@ pub struct HeaderValues {
     /// Plain values.
     #[serde(default)]
     pub values: Vec<String>,
-    /// Secret values (sent the same way).
+    /// Secret values (sent the same way, never printed).
     #[serde(default)]
-    pub secrets: Vec<String>,
+    pub secrets: Vec<Secret>,
     /// Files whose content is a value.
     #[serde(default)]
     pub files: Vec<String>,
@@ -113,19 +113,12 @@ impl HttpClientConfig {
 
     /// Prometheus' checks, and refusals of what inferdb does not implement.
     pub fn validate(&self) -> Result<(), String> {
-        check_auth(self.basic_auth.as_ref(), self.authorization.as_ref())?;
-        let bearer = self.bearer_token.is_some() || self.bearer_token_file.is_some();
-        if self.bearer_token.is_some() && self.bearer_token_file.is_some() {
-            return Err(
-                "at most one of bearer_token & bearer_token_file must be configured".into(),
-            );
-        }
-        if bearer && (self.basic_auth.is_some() || self.authorization.is_some()) {
-            return Err(
-                "at most one of basic_auth, bearer_token & bearer_token_file must be configured"
-                    .into(),
-            );
-        }
+        check_http_auth(
+            self.basic_auth.as_ref(),
+            self.authorization.as_ref(),
+            self.bearer_token.as_ref(),
+            self.bearer_token_file.as_deref(),
+        )?;
         if self.oauth2.is_some() {
             return Err("oauth2 is not supported by inferdb".into());
         }
@@ -164,7 +157,7 @@ impl HttpClientConfig {
         };
         if let Some(b) = &self.basic_auth {
             let pw = match (&b.password, &b.password_file) {
-                (Some(p), _) => p.clone(),
+                (Some(p), _) => p.expose().to_owned(),
                 (None, Some(f)) => read(f)?,
                 _ => String::new(),
             };
@@ -175,14 +168,14 @@ impl HttpClientConfig {
         }
         if let Some(a) = &self.authorization {
             let cred = match (&a.credentials, &a.credentials_file) {
-                (Some(c), _) => c.clone(),
+                (Some(c), _) => c.expose().to_owned(),
                 (None, Some(f)) => read(f)?,
                 _ => String::new(),
             };
             return Ok(Some(format!("{} {cred}", a.scheme())));
         }
         if let Some(t) = &self.bearer_token {
-            return Ok(Some(format!("Bearer {t}")));
+            return Ok(Some(format!("Bearer {}", t.expose())));
         }
         if let Some(f) = &self.bearer_token_file {
             return Ok(Some(format!("Bearer {}", read(f)?)));
@@ -214,8 +207,8 @@ impl HttpClientConfig {
             for (name, vals) in hs {
                 let n = reqwest::header::HeaderName::from_bytes(name.as_bytes())
                     .map_err(|e| format!("http_headers {name}: {e}"))?;
-                let mut all: Vec<String> =
-                    vals.values.iter().chain(&vals.secrets).cloned().collect();
+                let mut all: Vec<String> = vals.values.clone();
+                all.extend(vals.secrets.iter().map(|s| s.expose().to_owned()));
                 for f in &vals.files {
                     all.push(
                         std::fs::read_to_string(f)

@@ -18,6 +18,7 @@ use parking_lot::Mutex;
 
 use super::cache::{MetaLines, SeriesCache};
 use super::http::{HttpTarget, Outcome, Page, PooledBuf, RequestSpec};
+use crate::config::http::Secret;
 use crate::config::{Config, ScrapeConfig};
 use crate::discovery::file::read_file_sd;
 use crate::discovery::TargetGroup;
@@ -427,10 +428,10 @@ pub enum Auth {
     /// No credentials.
     #[default]
     None,
-    /// Basic auth.
-    Basic(String, Option<String>),
-    /// `Authorization: <scheme> <credentials>`.
-    Header(String),
+    /// Basic auth: user and password.
+    Basic(String, Option<Secret>),
+    /// `Authorization: <scheme> <credentials>` (the whole header value).
+    Header(Secret),
 }
 
 impl Auth {
@@ -439,27 +440,25 @@ impl Auth {
         if let Some(b) = &sc.basic_auth {
             let pw = match (&b.password, &b.password_file) {
                 (Some(p), _) => Some(p.clone()),
-                (None, Some(f)) => Some(
+                (None, Some(f)) => Some(Secret::new(
                     std::fs::read_to_string(f)
                         .map_err(|e| format!("password_file {f}: {e}"))?
-                        .trim()
-                        .to_string(),
-                ),
+                        .trim(),
+                )),
                 _ => None,
             };
             return Ok(Auth::Basic(b.username.clone(), pw));
         }
         if let Some(a) = &sc.authorization {
             let cred = match (&a.credentials, &a.credentials_file) {
-                (Some(c), _) => c.clone(),
+                (Some(c), _) => c.expose().to_owned(),
                 (None, Some(f)) => std::fs::read_to_string(f)
                     .map_err(|e| format!("credentials_file {f}: {e}"))?
                     .trim()
                     .to_string(),
                 _ => String::new(),
             };
-            let kind = a.kind.clone().unwrap_or_else(|| "Bearer".into());
-            return Ok(Auth::Header(format!("{kind} {cred}")));
+            return Ok(Auth::Header(Secret::new(format!("{} {cred}", a.scheme()))));
         }
         Ok(Auth::None)
     }
@@ -545,8 +544,11 @@ impl ScrapeLoop {
             gzip: opts.enable_compression,
             authorization: match &auth {
                 Auth::None => None,
-                Auth::Basic(u, p) => Some(super::http::basic_auth_value(u, p.as_deref())),
-                Auth::Header(h) => Some(h.clone()),
+                Auth::Basic(u, p) => Some(super::http::basic_auth_value(
+                    u,
+                    p.as_ref().map(Secret::expose),
+                )),
+                Auth::Header(h) => Some(h.expose().to_owned()),
             },
         });
         ScrapeLoop {
@@ -617,8 +619,8 @@ impl ScrapeLoop {
             );
         match &self.auth {
             Auth::None => {}
-            Auth::Basic(u, p) => req = req.basic_auth(u, p.as_ref()),
-            Auth::Header(h) => req = req.header(reqwest::header::AUTHORIZATION, h),
+            Auth::Basic(u, p) => req = req.basic_auth(u, p.as_ref().map(Secret::expose)),
+            Auth::Header(h) => req = req.header(reqwest::header::AUTHORIZATION, h.expose()),
         }
         let mut resp = req.send().await.map_err(|e| describe_reqwest(&e))?;
         if !resp.status().is_success() {

@@ -27,7 +27,7 @@ use serde::{Deserialize, Deserializer};
 
 use super::client::{with_http_config, HttpClientConfig};
 use super::{LabelSet, TargetGroup, Updater};
-use crate::config::http::TlsConfig;
+use crate::config::http::{Secret, TlsConfig};
 use types::{EndpointSlice, Endpoints, Namespace, Node, Object, ObjectMeta, Pod, Service};
 use watch::{reflect, Event, Resource};
 
@@ -397,13 +397,13 @@ fn kubeconfig(path: &Path) -> Result<Api, String> {
     }
     let mut http = HttpClientConfig::default_settings();
     if let Some(t) = user["token"].as_str() {
-        http.bearer_token = Some(t.to_string());
+        http.bearer_token = Some(Secret::new(t));
     } else if let Some(f) = user["tokenFile"].as_str() {
         http.bearer_token_file = Some(dir.join(f).to_string_lossy().into_owned());
     } else if let Some(u) = user["username"].as_str() {
         http.basic_auth = Some(crate::config::http::BasicAuth {
             username: u.to_string(),
-            password: user["password"].as_str().map(str::to_string),
+            password: user["password"].as_str().map(Secret::new),
             password_file: None,
         });
     }
