@@ -20,6 +20,7 @@ pub mod logging;
 pub mod metric_aliases;
 pub mod metrics;
 pub mod model;
+pub mod notifier;
 pub mod remote;
 pub mod rules;
 pub mod scrape;

@@ -86,6 +86,15 @@ pub struct Updater {
 }
 
 impl Updater {
+    /// An updater outside [`Manager`] (the notifier's Alertmanager discovery runs its own
+    /// providers), waking `changed` when its groups change.
+    pub fn new(changed: watch::Sender<u64>) -> Updater {
+        Updater {
+            slot: Arc::new(Slot::default()),
+            changed,
+        }
+    }
+
     /// Records `groups` (each replaces the group of the same source) and clears the error;
     /// wakes the scrape manager when anything differs.
     pub fn update(&self, groups: Vec<TargetGroup>) {
@@ -128,7 +137,7 @@ impl Updater {
     }
 
     /// Every group the provider holds, in source order.
-    fn groups(&self) -> Vec<TargetGroup> {
+    pub fn groups(&self) -> Vec<TargetGroup> {
         self.slot.groups.lock().values().cloned().collect()
     }
 }
