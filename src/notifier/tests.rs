@@ -185,7 +185,7 @@ alerting:
         assert_eq!(indices(&reqs), (0..600).collect::<Vec<_>>());
         assert_eq!(reqs[0].content_type.as_deref(), Some("application/json"));
     }
-    let r = &h1.got.lock()[0];
+    let r = h1.got.lock()[0].clone();
     assert_eq!(r.path, "/am/api/v2/alerts");
     assert_eq!(
         r.body[0],
