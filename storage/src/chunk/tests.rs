@@ -1,0 +1,216 @@
+//! Unit tests of the chunk coding.
+
+use super::*;
+
+fn collect(bytes: &[u8]) -> Vec<(i64, u64)> {
+    let mut it = decode(bytes).expect("decode");
+    let out: Vec<_> = it.by_ref().map(|(t, v)| (t, v.to_bits())).collect();
+    assert!(it.err().is_none(), "{:?}", it.err());
+    out
+}
+
+fn check(samples: &[(i64, f64)]) -> Vec<u8> {
+    let mut w = ChunkWriter::new();
+    for &(t, v) in samples {
+        w.append(t, v);
+    }
+    let want: Vec<_> = samples.iter().map(|&(t, v)| (t, v.to_bits())).collect();
+    let open: Vec<_> = w.iter().map(|(t, v)| (t, v.to_bits())).collect();
+    assert_eq!(open, want);
+    let bytes = w.finish();
+    assert_eq!(collect(&bytes), want);
+    let (mut ts, mut vs) = (vec![7], vec![7.0]);
+    assert_eq!(decode_into(&bytes, &mut ts, &mut vs).unwrap(), want.len());
+    let bulk: Vec<_> = ts[1..]
+        .iter()
+        .zip(&vs[1..])
+        .map(|(&t, v)| (t, v.to_bits()))
+        .collect();
+    assert_eq!(bulk, want);
+    // bulk after a few samples were iterated
+    let mut it = decode(&bytes).unwrap();
+    let mut mixed: Vec<_> = it.by_ref().take(3).map(|(t, v)| (t, v.to_bits())).collect();
+    let (mut ts, mut vs) = (Vec::new(), Vec::new());
+    it.decode_into(&mut ts, &mut vs);
+    mixed.extend(ts.iter().zip(&vs).map(|(&t, v)| (t, v.to_bits())));
+    assert_eq!(mixed, want);
+    assert!(it.err().is_none());
+    assert_eq!(encoded_len(&bytes).unwrap(), bytes.len());
+    for p in [EncodePolicy::Xor, EncodePolicy::Auto] {
+        let b = w.finish_with(p).unwrap();
+        assert_eq!(collect(&b), want);
+    }
+    bytes
+}
+
+#[test]
+fn empty_chunk() {
+    let w = ChunkWriter::new();
+    let b = w.finish();
+    assert!(collect(&b).is_empty());
+    let m = meta(&b).unwrap();
+    assert_eq!(m.num_samples, 0);
+    assert_eq!(w.min_time(), i64::MAX);
+    assert_eq!(w.max_time(), i64::MIN);
+}
+
+#[test]
+fn constant_regular_chunk_is_tiny() {
+    let s: Vec<_> = (0..120)
+        .map(|i| (1_796_198_400_000 + i * 15_000, 0.0))
+        .collect();
+    let b = check(&s);
+    assert!(b.len() <= 20, "{} bytes", b.len());
+    let h = header(&b).unwrap();
+    assert_eq!(h.time, TimeEncoding::Regular);
+    assert_eq!(h.value, ValueEncoding::Const);
+    let m = meta(&b).unwrap();
+    assert_eq!(m.min_time, 1_796_198_400_000);
+    assert_eq!(m.max_time, 1_796_198_400_000 + 119 * 15_000);
+    assert_eq!(m.num_samples, 120);
+}
+
+#[test]
+fn integer_counter_uses_int() {
+    let mut v = 1000.0;
+    let s: Vec<_> = (0..120)
+        .map(|i| {
+            v += f64::from((i * 37 % 11) as u32) * 100.0;
+            (1_000 + i * 15_000 + (i * 7 % 3), v)
+        })
+        .collect();
+    let b = check(&s);
+    let h = header(&b).unwrap();
+    assert!(matches!(h.value, ValueEncoding::Int { decimals: 0, .. }));
+}
+
+#[test]
+fn switches_decimals_then_xor() {
+    let s = vec![
+        (1, 3.0),
+        (2, 4.5),
+        (3, 412.736),
+        (4, -0.0),
+        (5, f64::NAN),
+        (6, crate::stale_nan()),
+        (7, f64::INFINITY),
+        (8, 7.0),
+    ];
+    let mut w = ChunkWriter::new();
+    w.append(1, 3.0);
+    assert!(matches!(
+        w.value_encoding(),
+        ValueEncoding::Int { decimals: 0, .. }
+    ));
+    w.append(2, 4.5);
+    assert!(matches!(
+        w.value_encoding(),
+        ValueEncoding::Int { decimals: 1, .. }
+    ));
+    w.append(3, 412.736);
+    assert!(matches!(
+        w.value_encoding(),
+        ValueEncoding::Int { decimals: 3, .. }
+    ));
+    w.append(4, -0.0);
+    assert_eq!(w.value_encoding(), ValueEncoding::Xor);
+    check(&s);
+}
+
+#[test]
+fn ignores_out_of_order() {
+    let mut w = ChunkWriter::new();
+    w.append(10, 1.0);
+    w.append(10, 2.0);
+    w.append(5, 3.0);
+    w.append(11, 4.0);
+    let got: Vec<_> = w.iter().collect();
+    assert_eq!(got, vec![(10, 1.0), (11, 4.0)]);
+    assert_eq!(w.last(), Some((11, 4.0)));
+}
+
+/// The bulk loop compiled for the baseline CPU and the one with `lzcnt` / BMI2 (used
+/// where the CPU has them) decode alike, damaged chunks included.
+#[test]
+fn bulk_loops_for_both_cpu_levels_agree() {
+    let mut chunks = Vec::new();
+    let mut w = ChunkWriter::new();
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut rnd = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for shape in 0..12u64 {
+        w = ChunkWriter::new();
+        let mut t = 1_796_198_400_000i64;
+        let mut n = 1000i64;
+        for i in 0..120u64 {
+            t += 15_000
+                + if rnd() % 8 == 0 {
+                    (rnd() % 300) as i64
+                } else {
+                    0
+                };
+            n += (rnd() % (1 << (shape * 4 % 40))) as i64;
+            let v = match shape % 4 {
+                0 => n as f64,
+                1 => n as f64 / 1000.0,
+                2 => f64::from_bits(rnd()),
+                _ => (i / 30) as f64,
+            };
+            w.append(t, v);
+        }
+        for p in [
+            EncodePolicy::Auto,
+            EncodePolicy::Xor,
+            EncodePolicy::Int,
+            EncodePolicy::IntFixedRice,
+        ] {
+            chunks.extend(w.finish_with(p));
+        }
+    }
+    let mut damaged = Vec::new();
+    for c in &chunks {
+        for _ in 0..20 {
+            let mut d = c.clone();
+            let i = (rnd() as usize) % d.len();
+            d[i] ^= (rnd() % 255 + 1) as u8;
+            d.truncate(d.len() - (rnd() as usize) % 8);
+            damaged.push(d);
+        }
+    }
+    assert!(!w.is_empty());
+    for c in chunks.iter().chain(&damaged) {
+        let (Ok(mut a), Ok(mut b)) = (decode_unverified(c), decode_unverified(c)) else {
+            continue;
+        };
+        let (mut ta, mut va, mut tb, mut vb) = (vec![], vec![], vec![], vec![]);
+        let na = a.decode_into_with(&mut ta, &mut va, true);
+        let nb = b.decode_into_with(&mut tb, &mut vb, false);
+        assert_eq!((na, &ta), (nb, &tb));
+        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&va), bits(&vb));
+        assert_eq!(
+            a.err().map(|e| e.to_string()),
+            b.err().map(|e| e.to_string())
+        );
+    }
+}
+
+#[test]
+fn seek_semantics() {
+    let s: Vec<_> = (0..50).map(|i| (i * 10, i as f64)).collect();
+    let b = check(&s);
+    let mut it = decode(&b).unwrap();
+    assert_eq!(it.seek(-5), Some((0, 0.0)));
+    assert_eq!(it.seek(0), Some((0, 0.0)));
+    assert_eq!(it.seek(95), Some((100, 10.0)));
+    assert_eq!(it.seek(100), Some((100, 10.0)));
+    assert_eq!(it.next(), Some((110, 11.0)));
+    assert_eq!(it.seek(50), Some((110, 11.0)));
+    assert_eq!(it.seek(490), Some((490, 49.0)));
+    assert_eq!(it.seek(491), None);
+    assert!(it.err().is_none());
+}
