@@ -94,7 +94,9 @@ struct HistInner {
 pub struct Histogram(Arc<HistInner>);
 
 impl Histogram {
-    fn new(bounds: &[f64]) -> Self {
+    /// A histogram outside the registry (for a family written by [`write_histograms`]), with
+    /// these bucket upper bounds (`+Inf` implied).
+    pub fn new(bounds: &[f64]) -> Self {
         let mut b: Vec<f64> = bounds.iter().copied().filter(|x| x.is_finite()).collect();
         b.sort_by(f64::total_cmp);
         b.dedup();
@@ -128,6 +130,77 @@ impl Histogram {
     }
 }
 
+/// The quantiles a [`Summary`] reports, Prometheus' objectives for its own summaries.
+pub const SUMMARY_QUANTILES: &[f64] = &[0.5, 0.9, 0.99];
+
+/// How many recent observations a [`Summary`] keeps for its quantiles.
+const SUMMARY_WINDOW: usize = 1024;
+
+/// How old an observation may be and still count in a [`Summary`]'s quantiles (Prometheus'
+/// default `MaxAge`).
+const SUMMARY_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(600);
+
+#[derive(Debug, Default)]
+struct SummaryInner {
+    count: AtomicU64,
+    sum: AtomicU64,
+    /// The most recent observations with when they were made, oldest overwritten first.
+    recent: Mutex<(Vec<(std::time::Instant, f64)>, usize)>,
+}
+
+/// Observations with their count, sum and the quantiles 0.5, 0.9 and 0.99 of the last
+/// 1,024 within 10 minutes (exact over that window, where Prometheus' client estimates over
+/// all observations of the window).
+#[derive(Debug, Clone, Default)]
+pub struct Summary(Arc<SummaryInner>);
+
+impl Summary {
+    /// Records one observation.
+    pub fn observe(&self, v: f64) {
+        let s = &self.0;
+        s.count.fetch_add(1, Ordering::Relaxed);
+        let _ = s
+            .sum
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| {
+                Some((f64::from_bits(b) + v).to_bits())
+            });
+        let mut r = s.recent.lock();
+        let now = std::time::Instant::now();
+        if r.0.len() < SUMMARY_WINDOW {
+            r.0.push((now, v));
+        } else {
+            let i = r.1;
+            r.0[i] = (now, v);
+            r.1 = (i + 1) % SUMMARY_WINDOW;
+        }
+    }
+    /// Observations so far.
+    pub fn count(&self) -> u64 {
+        self.0.count.load(Ordering::Relaxed)
+    }
+    /// Sum of the observations.
+    pub fn sum(&self) -> f64 {
+        f64::from_bits(self.0.sum.load(Ordering::Relaxed))
+    }
+    /// The `q`-quantile of the recent observations (NaN when there are none), as the
+    /// observation at rank `ceil(q * n)`.
+    pub fn quantile(&self, q: f64) -> f64 {
+        let mut v: Vec<f64> = {
+            let r = self.0.recent.lock();
+            r.0.iter()
+                .filter(|(t, _)| t.elapsed() <= SUMMARY_MAX_AGE)
+                .map(|(_, v)| *v)
+                .collect()
+        };
+        if v.is_empty() {
+            return f64::NAN;
+        }
+        v.sort_by(f64::total_cmp);
+        let rank = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len());
+        v[rank - 1]
+    }
+}
+
 /// Default buckets for durations in seconds (1 ms .. 60 s).
 pub const DURATION_BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
@@ -138,6 +211,7 @@ enum Metric {
     Counter(Counter),
     Gauge(Gauge),
     Histogram(Histogram),
+    Summary(Summary),
 }
 
 impl Metric {
@@ -146,6 +220,7 @@ impl Metric {
             Metric::Counter(_) => "counter",
             Metric::Gauge(_) => "gauge",
             Metric::Histogram(_) => "histogram",
+            Metric::Summary(_) => "summary",
         }
     }
 }
@@ -262,6 +337,14 @@ pub fn histogram_with(
     }
 }
 
+/// The summary `name` with these labels (registered on first use).
+pub fn summary_with(name: &str, help: &str, labels: &[(&str, &str)]) -> Summary {
+    match get_or_register(name, help, labels, || Metric::Summary(Summary::default())) {
+        Metric::Summary(s) => s,
+        _ => Summary::default(),
+    }
+}
+
 /// Adds a collector, run at every render; `key` names it, and registering the same key again
 /// replaces the earlier one (a restarted component does not leave a stale collector behind).
 pub fn register_collector(key: &str, f: impl Fn(&mut String) + Send + Sync + 'static) {
@@ -290,10 +373,48 @@ pub fn write_family(
 }
 
 fn with_le(key: &str, le: &str) -> String {
+    with_label(key, "le", le)
+}
+
+/// A rendered label set with one more label at the end (`le`, `quantile`).
+fn with_label(key: &str, name: &str, value: &str) -> String {
     if key.is_empty() {
-        format!("{{le=\"{le}\"}}")
+        format!("{{{name}=\"{value}\"}}")
     } else {
-        format!("{},le=\"{le}\"}}", &key[..key.len() - 1])
+        format!("{},{name}=\"{value}\"}}", &key[..key.len() - 1])
+    }
+}
+
+fn write_histogram_lines(out: &mut String, name: &str, key: &str, h: &Histogram) {
+    let mut cum = 0u64;
+    for (b, c) in h.0.bounds.iter().zip(&h.0.counts) {
+        cum += c.load(Ordering::Relaxed);
+        let _ = writeln!(
+            out,
+            "{name}_bucket{} {cum}",
+            with_le(key, &format_float_g(*b))
+        );
+    }
+    let _ = writeln!(
+        out,
+        "{name}_bucket{} {}\n{name}_sum{key} {}\n{name}_count{key} {}",
+        with_le(key, "+Inf"),
+        h.count(),
+        format_float_g(h.sum()),
+        h.count()
+    );
+}
+
+/// Writes one histogram family: HELP and TYPE lines, then each child's buckets, sum and count.
+pub fn write_histograms(
+    out: &mut String,
+    name: &str,
+    help: &str,
+    rows: &[(&[(&str, &str)], &Histogram)],
+) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+    for (labels, h) in rows {
+        write_histogram_lines(out, name, &label_key(labels), h);
     }
 }
 
@@ -379,6 +500,20 @@ pub fn write_db_metrics(out: &mut String, db: &inferdb_storage::Db) {
         "Total number of series in the head block.",
         "gauge",
         &[(&[], st.head_series as f64)],
+    );
+    write_family(
+        out,
+        "prometheus_tsdb_head_series_created_total",
+        "Total number of series created in the head",
+        "counter",
+        &[(&[], st.head_series_created as f64)],
+    );
+    write_family(
+        out,
+        "prometheus_tsdb_head_series_removed_total",
+        "Total number of series removed in the head",
+        "counter",
+        &[(&[], st.head_series_removed as f64)],
     );
     write_family(
         out,
@@ -567,6 +702,54 @@ pub fn write_db_metrics(out: &mut String, db: &inferdb_storage::Db) {
     );
 }
 
+/// The query engine's timings, Prometheus' `prometheus_engine_query_duration_seconds` summary:
+/// `slice` is `queue_time` (waiting for a query slot), `prepare_time` (loading series),
+/// `inner_eval` (evaluation) or `result_sort` (sorting a range query's result).
+pub fn observe_query_slice(slice: &str, d: std::time::Duration) {
+    summary_with(
+        "prometheus_engine_query_duration_seconds",
+        "Query timings",
+        &[("slice", slice)],
+    )
+    .observe(d.as_secs_f64());
+}
+
+/// Records an engine result's timings under [`observe_query_slice`]'s slices.
+pub fn observe_query_timings(t: &inferdb_query::QueryTimings) {
+    observe_query_slice("prepare_time", t.prepare);
+    observe_query_slice("inner_eval", t.inner_eval);
+    observe_query_slice("result_sort", t.result_sort);
+}
+
+/// Prometheus' buckets of `prometheus_tsdb_compaction_duration_seconds` (1 s doubling to
+/// 8192 s).
+const COMPACTION_BUCKETS: &[f64] = &[
+    1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0,
+];
+
+/// The hook that turns the store's timed events into Prometheus' metrics
+/// (`prometheus_tsdb_compaction_duration_seconds`, `prometheus_tsdb_wal_fsync_duration_seconds`);
+/// both families are on the page from the start.
+pub fn storage_event_hook() -> inferdb_storage::EventHook {
+    let compaction = histogram(
+        "prometheus_tsdb_compaction_duration_seconds",
+        "Duration of compaction runs",
+        COMPACTION_BUCKETS,
+    );
+    let fsync = summary_with(
+        "prometheus_tsdb_wal_fsync_duration_seconds",
+        "Duration of write log fsync.",
+        &[],
+    );
+    inferdb_storage::EventHook::new(move |e| match e {
+        inferdb_storage::Event::Compaction { duration, ok: true } => {
+            compaction.observe(duration.as_secs_f64())
+        }
+        inferdb_storage::Event::Compaction { ok: false, .. } => {}
+        inferdb_storage::Event::WalFsync { duration } => fsync.observe(duration.as_secs_f64()),
+    })
+}
+
 /// Records a configuration (re)load: `prometheus_config_last_reload_successful`,
 /// `prometheus_config_last_reload_success_timestamp_seconds` and reload counts by result.
 pub fn record_config_reload(ok: bool) {
@@ -650,23 +833,21 @@ pub fn render_into(out: &mut String) {
                     Metric::Gauge(g) => {
                         let _ = writeln!(out, "{name}{key} {}", format_float_g(g.get()));
                     }
-                    Metric::Histogram(h) => {
-                        let mut cum = 0u64;
-                        for (b, c) in h.0.bounds.iter().zip(&h.0.counts) {
-                            cum += c.load(Ordering::Relaxed);
+                    Metric::Histogram(h) => write_histogram_lines(out, name, key, h),
+                    Metric::Summary(sm) => {
+                        for q in SUMMARY_QUANTILES {
                             let _ = writeln!(
                                 out,
-                                "{name}_bucket{} {cum}",
-                                with_le(key, &format_float_g(*b))
+                                "{name}{} {}",
+                                with_label(key, "quantile", &format_float_g(*q)),
+                                format_float_g(sm.quantile(*q))
                             );
                         }
                         let _ = writeln!(
                             out,
-                            "{name}_bucket{} {}\n{name}_sum{key} {}\n{name}_count{key} {}",
-                            with_le(key, "+Inf"),
-                            h.count(),
-                            format_float_g(h.sum()),
-                            h.count()
+                            "{name}_sum{key} {}\n{name}_count{key} {}",
+                            format_float_g(sm.sum()),
+                            sm.count()
                         );
                     }
                 }

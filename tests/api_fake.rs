@@ -690,7 +690,7 @@ async fn metadata_status_and_misc() {
     let (c, b) = s.get("/metrics", &[]).await;
     assert_eq!(c, 200);
     assert!(
-        b.contains("inferdb_http_requests_total{code=\"200\",handler=\"/api/v1/rules\"} 1"),
+        b.contains("prometheus_http_requests_total{code=\"200\",handler=\"/api/v1/rules\"} 1"),
         "{b}"
     );
 }

@@ -100,6 +100,20 @@ pub struct QueryResult {
     pub infos: Vec<String>,
     /// The raw annotations.
     pub annotations: Annotations,
+    /// Where the time went, in Prometheus' slices.
+    pub timings: QueryTimings,
+}
+
+/// How long each part of a query took, as Prometheus' `prometheus_engine_query_duration_seconds`
+/// slices it (its `queue_time` is the caller's to measure).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct QueryTimings {
+    /// Loading the selected series from storage (`prepare_time`).
+    pub prepare: std::time::Duration,
+    /// Evaluating the expression, sorting included (`inner_eval`).
+    pub inner_eval: std::time::Duration,
+    /// Sorting a range query's series (`result_sort`; zero for instant queries).
+    pub result_sort: std::time::Duration,
 }
 
 /// A handle to cancel running queries; cheap to clone.
@@ -225,11 +239,19 @@ impl Engine {
             deadline,
             cancel.map(|c| c.0.as_ref()),
         );
+        let t0 = Instant::now();
         ev.load(storage, expr)?;
+        let prepare = t0.elapsed();
+        let t1 = Instant::now();
         let value = if is_range {
             ev.run_range(expr)?
         } else {
             ev.run_instant(expr)?
+        };
+        let timings = QueryTimings {
+            prepare,
+            inner_eval: t1.elapsed(),
+            result_sort: ev.sort_time,
         };
         let annotations = ev.take_annotations();
         Ok(QueryResult {
@@ -237,6 +259,7 @@ impl Engine {
             warnings: annotations.warnings(query_text),
             infos: annotations.infos(query_text),
             annotations,
+            timings,
         })
     }
 }

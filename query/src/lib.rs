@@ -15,6 +15,6 @@ pub mod storage;
 pub mod value;
 
 pub use aliases::MetricAliases;
-pub use engine::{Engine, EngineOptions, QueryError, QueryResult};
+pub use engine::{Engine, EngineOptions, QueryError, QueryResult, QueryTimings};
 pub use parser::parse;
 pub use value::Value;

@@ -63,6 +63,7 @@ impl DbBackend {
                 Some(&opts.cancel),
             )
             .map_err(map_query_error)?;
+        crate::metrics::observe_query_timings(&res.timings);
         Ok(QueryOutput {
             value: convert_value(res.value),
             warnings: res.warnings,

@@ -14,7 +14,6 @@ use super::error::ApiError;
 use super::json;
 use super::params::{Params, MAX_TIME_MS, MIN_TIME_MS};
 use super::router::{success, ApiState};
-use crate::model::exposition::escape_label_value;
 
 /// Handles GET and POST `/api/v1/query_exemplars`: parameters are checked as Prometheus
 /// checks them; inferdb stores no exemplars, so the answer is `[]`.
@@ -105,27 +104,40 @@ pub(crate) async fn metrics(State(state): State<ApiState>) -> Response {
         .lock()
         .map(|m| m.clone())
         .unwrap_or_default();
-    out.push_str("# HELP inferdb_http_requests_total Counter of HTTP requests.\n");
-    out.push_str("# TYPE inferdb_http_requests_total counter\n");
-    for ((handler, code), (n, _)) in &requests {
-        let _ = writeln!(
-            out,
-            "inferdb_http_requests_total{{code=\"{code}\",handler=\"{}\"}} {n}",
-            escape_label_value(handler)
-        );
-    }
-    out.push_str(
-        "# HELP inferdb_http_request_duration_seconds_total Total seconds spent answering HTTP requests.\n",
+    let rows: Vec<(String, &str, f64)> = requests
+        .iter()
+        .map(|((handler, code), n)| (code.to_string(), *handler, *n as f64))
+        .collect();
+    let rows: Vec<([(&str, &str); 2], f64)> = rows
+        .iter()
+        .map(|(code, handler, n)| ([("code", code.as_str()), ("handler", *handler)], *n))
+        .collect();
+    let rows: Vec<(&[(&str, &str)], f64)> = rows.iter().map(|(l, n)| (&l[..], *n)).collect();
+    crate::metrics::write_family(
+        &mut out,
+        "prometheus_http_requests_total",
+        "Counter of HTTP requests.",
+        "counter",
+        &rows,
     );
-    out.push_str("# TYPE inferdb_http_request_duration_seconds_total counter\n");
-    for ((handler, code), (_, secs)) in &requests {
-        let _ = writeln!(
-            out,
-            "inferdb_http_request_duration_seconds_total{{code=\"{code}\",handler=\"{}\"}} {}",
-            escape_label_value(handler),
-            format_float(*secs, FloatFormat::G)
-        );
-    }
+    let durations = state
+        .metrics()
+        .durations
+        .lock()
+        .map(|m| m.clone())
+        .unwrap_or_default();
+    let labels: Vec<([(&str, &str); 1], &crate::metrics::Histogram)> = durations
+        .iter()
+        .map(|(handler, h)| ([("handler", *handler)], h))
+        .collect();
+    let rows: Vec<(&[(&str, &str)], &crate::metrics::Histogram)> =
+        labels.iter().map(|(l, h)| (&l[..], *h)).collect();
+    crate::metrics::write_histograms(
+        &mut out,
+        "prometheus_http_request_duration_seconds",
+        "Histogram of latencies for HTTP requests.",
+        &rows,
+    );
     let start = state
         .start_time()
         .duration_since(UNIX_EPOCH)

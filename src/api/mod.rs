@@ -13,6 +13,7 @@ pub mod error;
 pub mod json;
 pub mod params;
 pub mod router;
+pub mod startup;
 pub mod tls;
 pub mod web_urls;
 

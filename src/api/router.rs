@@ -77,14 +77,33 @@ impl Default for ApiConfig {
     }
 }
 
-/// Request count and seconds per (handler, status code).
-pub(crate) type RequestCounts = BTreeMap<(&'static str, u16), (u64, f64)>;
+/// Prometheus' buckets of `prometheus_http_request_duration_seconds`.
+pub(crate) const HTTP_DURATION_BUCKETS: &[f64] = &[0.1, 0.2, 0.4, 1.0, 3.0, 8.0, 20.0, 60.0, 120.0];
 
-/// Request counters for inferdb's own `/metrics`.
+/// Request counts and durations for inferdb's own `/metrics`, per server (Prometheus'
+/// `prometheus_http_requests_total` and `prometheus_http_request_duration_seconds`).
 #[derive(Debug, Default)]
 pub(crate) struct HttpMetrics {
-    /// (handler, code) -> (count, seconds)
-    pub requests: Mutex<RequestCounts>,
+    /// (handler, code) -> requests
+    pub requests: Mutex<BTreeMap<(&'static str, u16), u64>>,
+    /// handler -> durations in seconds
+    pub durations: Mutex<BTreeMap<&'static str, crate::metrics::Histogram>>,
+}
+
+impl HttpMetrics {
+    fn record(&self, handler: &'static str, code: u16, secs: f64) {
+        if let Ok(mut m) = self.requests.lock() {
+            *m.entry((handler, code)).or_insert(0) += 1;
+        }
+        let h = match self.durations.lock() {
+            Ok(mut m) => m
+                .entry(handler)
+                .or_insert_with(|| crate::metrics::Histogram::new(HTTP_DURATION_BUCKETS))
+                .clone(),
+            Err(_) => return,
+        };
+        h.observe(secs);
+    }
 }
 
 struct Inner {
@@ -96,6 +115,7 @@ struct Inner {
     start_time: SystemTime,
     ready: AtomicBool,
     remote: std::sync::OnceLock<Arc<crate::remote::receiver::RemoteStore>>,
+    wal_replay: std::sync::OnceLock<Arc<inferdb_storage::ReplayProgress>>,
     /// Queries (see [`InlineKey`]) that did not finish within [`INLINE_BUDGET`] last time.
     too_big_inline: Mutex<std::collections::HashSet<u64>>,
 }
@@ -124,6 +144,7 @@ impl ApiState {
                 start_time: SystemTime::now(),
                 ready: AtomicBool::new(true),
                 remote: std::sync::OnceLock::new(),
+                wal_replay: std::sync::OnceLock::new(),
                 too_big_inline: Mutex::new(std::collections::HashSet::new()),
             }),
         }
@@ -158,6 +179,16 @@ impl ApiState {
 
     pub(crate) fn remote(&self) -> Option<&Arc<crate::remote::receiver::RemoteStore>> {
         self.inner.remote.get()
+    }
+
+    /// Attaches the WAL replay's progress shown by `/api/v1/status/walreplay` (zeros
+    /// without). Only the first call takes effect.
+    pub fn set_wal_replay(&self, progress: Arc<inferdb_storage::ReplayProgress>) {
+        let _ = self.inner.wal_replay.set(progress);
+    }
+
+    pub(crate) fn wal_replay(&self) -> Option<&Arc<inferdb_storage::ReplayProgress>> {
+        self.inner.wal_replay.get()
     }
 
     /// Marks the server ready or not (`/-/ready`); e.g. not ready while replaying the WAL.
@@ -303,6 +334,7 @@ impl ApiState {
         if let Some(key) = inline {
             if timeout > INLINE_BUDGET && !self.known_big(key) {
                 if let Ok(permit) = self.inner.query_slots.try_acquire() {
+                    crate::metrics::observe_query_slice("queue_time", start.elapsed());
                     let r = f(&*self.inner.backend, INLINE_BUDGET);
                     drop(permit);
                     match r {
@@ -316,7 +348,9 @@ impl ApiState {
         }
         let left = timeout.saturating_sub(start.elapsed());
         let state = self.clone();
+        let queued = Instant::now();
         self.run_blocking(left, cancel, move |b| {
+            crate::metrics::observe_query_slice("queue_time", queued.elapsed());
             let t0 = Instant::now();
             let r = f(b, left);
             if let Some(key) = inline {
@@ -354,14 +388,11 @@ async fn track(State(state): State<ApiState>, mut req: Request, next: Next) -> R
         .insert(MaxBodyBytes(state.config().max_body_bytes));
     let start = Instant::now();
     let resp = next.run(req).await;
-    let secs = start.elapsed().as_secs_f64();
-    if let Ok(mut m) = state.metrics().requests.lock() {
-        let e = m
-            .entry((handler, resp.status().as_u16()))
-            .or_insert((0, 0.0));
-        e.0 += 1;
-        e.1 += secs;
-    }
+    state.metrics().record(
+        handler,
+        resp.status().as_u16(),
+        start.elapsed().as_secs_f64(),
+    );
     resp
 }
 
@@ -493,11 +524,23 @@ pub async fn serve(
     state: ApiState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let limits = state.config().conn_limits;
-    if let Some(tls) = state.config().tls.clone() {
-        return super::tls::serve_tls(listener, router(state), tls, limits, shutdown).await;
+    let config = state.config().clone();
+    serve_app(listener, router(state), &config, shutdown).await
+}
+
+/// Serves `app` on `listener` with the configuration's connection limits, over HTTPS when it
+/// has TLS settings, until `shutdown` completes.
+pub(crate) async fn serve_app(
+    listener: TcpListener,
+    app: Router,
+    config: &ApiConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let limits = config.conn_limits;
+    if let Some(tls) = config.tls.clone() {
+        return super::tls::serve_tls(listener, app, tls, limits, shutdown).await;
     }
-    super::conn::serve(listener, router(state), limits, shutdown, |tcp, _| async {
+    super::conn::serve(listener, app, limits, shutdown, |tcp, _| async {
         Some(tcp)
     })
     .await

@@ -87,9 +87,20 @@ pub(crate) async fn config(State(state): State<ApiState>) -> Response {
     success(&d, &[], &[])
 }
 
-/// Handles `/api/v1/status/walreplay` (replay is done before the API starts).
-pub(crate) async fn walreplay() -> Response {
-    success("{\"min\":0,\"max\":0,\"current\":0}", &[], &[])
+/// Handles `/api/v1/status/walreplay`: the replay's first, last and current segment (the
+/// replay is over once the full API answers; see `startup.rs` for the answers during it).
+pub(crate) async fn walreplay(State(state): State<ApiState>) -> Response {
+    walreplay_response(state.wal_replay().map(|p| &**p))
+}
+
+/// `/api/v1/status/walreplay`'s answer for this progress (zeros without one).
+pub(crate) fn walreplay_response(p: Option<&inferdb_storage::ReplayProgress>) -> Response {
+    let (min, max, current) = p.map_or((0, 0, 0), |p| p.get());
+    success(
+        &format!("{{\"min\":{min},\"max\":{max},\"current\":{current}}}"),
+        &[],
+        &[],
+    )
 }
 
 fn push_ranking(d: &mut String, key: &str, items: &[(String, u64)]) {

@@ -247,6 +247,25 @@ pub async fn bind_listen(addr: &str) -> anyhow::Result<tokio::net::TcpListener> 
     }
 }
 
+/// Logs where the server listens (the URL to open in a browser).
+fn log_listening(cfg: &ApiConfig, listen: SocketAddr) {
+    let scheme = if cfg.tls.is_some() { "https" } else { "http" };
+    let mut addr = listen;
+    if addr.ip().is_unspecified() {
+        addr.set_ip(if addr.is_ipv4() {
+            std::net::Ipv4Addr::LOCALHOST.into()
+        } else {
+            std::net::Ipv6Addr::LOCALHOST.into()
+        });
+    }
+    tracing::info!(
+        address = %listen,
+        url = %format!("{scheme}://{addr}{}/", cfg.web.prefix()),
+        external_url = cfg.web.external_url(),
+        "Listening and serving HTTP (web UI and API: open url in a browser)"
+    );
+}
+
 /// What the API shows of the scraper, and how it reloads the configuration.
 struct ScrapeView {
     mgr: Arc<ScrapeManager>,
@@ -355,7 +374,10 @@ impl ServeArgs {
             .enable_all()
             .build()
             .context("starting the async runtime")?;
-        rt.block_on(self.run_async())?;
+        let r = rt.block_on(self.run_async());
+        // a store still opening when a signal stopped the server is left to the exit
+        rt.shutdown_timeout(Duration::from_secs(1));
+        r?;
         Ok(ExitCode::SUCCESS)
     }
 
@@ -478,6 +500,25 @@ impl ServeArgs {
         let mut api_cfg = self.api_config(listen)?;
         tracing::info!(version = env!("CARGO_PKG_VERSION"), "Starting inferdb");
         tracing::debug!(flags = ?api_cfg.flags, "Command-line flags");
+        // serve from the start, as Prometheus: healthy, not ready, WAL replay progress
+        let progress = inferdb_storage::ReplayProgress::new();
+        let startup = api::startup::Startup::new();
+        let (term_tx, term_rx) = watch::channel(false);
+        tokio::spawn(async move {
+            shutdown_signal().await;
+            let _ = term_tx.send(true);
+        });
+        let terminated = |mut rx: watch::Receiver<bool>| async move {
+            let _ = rx.wait_for(|s| *s).await;
+        };
+        let server = tokio::spawn(api::startup::serve(
+            listener,
+            api_cfg.clone(),
+            progress.clone(),
+            startup.clone(),
+            terminated(term_rx.clone()),
+        ));
+        log_listening(&api_cfg, listen);
         let metric_aliases = self.aliases.load()?;
         let retention_ms = duration_ms("storage.tsdb.retention.time", &self.retention_time)?;
         let block_ms = duration_ms("storage.tsdb.min-block-duration", &self.min_block_duration)?;
@@ -560,7 +601,8 @@ impl ServeArgs {
         }
 
         let dir = self.data_dir.clone();
-        let db = tokio::task::spawn_blocking(move || {
+        let replay = progress.clone();
+        let opening = tokio::task::spawn_blocking(move || {
             std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
             Db::open(
                 &dir,
@@ -571,12 +613,21 @@ impl ServeArgs {
                     // at least four chances to cut a block while its range is due
                     maintenance_interval: Duration::from_millis((block_ms / 4) as u64)
                         .clamp(Duration::from_secs(1), Duration::from_secs(30)),
+                    replay_progress: Some(replay),
+                    events: Some(crate::metrics::storage_event_hook()),
                     ..Options::default()
                 },
             )
             .with_context(|| format!("opening the store in {}", dir.display()))
-        })
-        .await??;
+        });
+        let db = tokio::select! {
+            db = opening => db??,
+            _ = terminated(term_rx.clone()) => {
+                tracing::warn!("Received termination request while opening the store; exiting");
+                let _ = server.await;
+                return Ok(());
+            }
+        };
         let db = Arc::new(db);
         tracing::info!(dir = %self.data_dir.display(), series = db.stats().head_series, "store open");
 
@@ -666,26 +717,12 @@ impl ServeArgs {
                 ..Default::default()
             },
         )));
-        let scheme = if state.config().tls.is_some() {
-            "https"
-        } else {
-            "http"
-        };
-        let mut addr = listen;
-        if addr.ip().is_unspecified() {
-            addr.set_ip(if addr.is_ipv4() {
-                std::net::Ipv4Addr::LOCALHOST.into()
-            } else {
-                std::net::Ipv6Addr::LOCALHOST.into()
-            });
-        }
-        tracing::info!(
-            address = %listen,
-            url = %format!("{scheme}://{addr}{}/", state.config().web.prefix()),
-            external_url = state.config().web.external_url(),
-            "Listening and serving HTTP (web UI and API: open url in a browser)"
-        );
-        let served = api::serve(listener, state, shutdown_signal()).await;
+        state.set_wal_replay(progress);
+        startup.ready(state);
+        tracing::info!("Server is ready to receive web requests.");
+        let served = server
+            .await
+            .unwrap_or_else(|e| Err(std::io::Error::other(e)));
         tracing::info!("shutting down");
         let _ = stop_tx.send(true);
         #[cfg(unix)]

@@ -18,6 +18,7 @@ use crate::error::{Error, Result};
 use crate::head::arena::ChunkArena;
 use crate::head::{chunk, DirectStats, Head, MemSeries};
 use crate::labels::Labels;
+use crate::observe::{Event, EventHook, ReplayProgress};
 use crate::querier::Querier;
 use crate::wal::{self, RefSample, ReplayItem, ReplayStats, WalWriter};
 use crate::Sample;
@@ -47,6 +48,11 @@ pub struct Options {
     pub background: bool,
     /// How often the background thread checks for block cuts, compaction and retention.
     pub maintenance_interval: Duration,
+    /// Filled in with the WAL replay's progress while [`Db::open`] runs (for a readiness
+    /// endpoint answering meanwhile).
+    pub replay_progress: Option<Arc<ReplayProgress>>,
+    /// Receives timed events (compactions, WAL fsyncs), e.g. for metrics.
+    pub events: Option<EventHook>,
 }
 
 impl Default for Options {
@@ -60,6 +66,8 @@ impl Default for Options {
             wal_segment_bytes: wal::DEFAULT_SEGMENT_BYTES,
             background: true,
             maintenance_interval: Duration::from_secs(30),
+            replay_progress: None,
+            events: None,
         }
     }
 }
@@ -122,6 +130,10 @@ pub struct DbStats {
     pub compactions_failed: u64,
     /// Block cuts from the head that failed.
     pub head_truncations_failed: u64,
+    /// Series created in the head.
+    pub head_series_created: u64,
+    /// Series removed from the head (after a block cut, when they had no newer samples).
+    pub head_series_removed: u64,
 }
 
 /// A series reference from [`Appender::get_ref`]; valid across appenders until the series
@@ -319,10 +331,15 @@ impl Db {
         };
         let head = Head::new(opts.block_duration_ms.max(1), arena);
         let mut unknown = 0u64;
-        let (replay, last_seg) = wal::replay(&dir.join("wal"), opts.read_only, |it| {
-            apply_replay(&head, it, &mut unknown);
-            Ok(())
-        })?;
+        let (replay, last_seg) = wal::replay_with_progress(
+            &dir.join("wal"),
+            opts.read_only,
+            opts.replay_progress.as_deref(),
+            |it| {
+                apply_replay(&head, it, &mut unknown);
+                Ok(())
+            },
+        )?;
         head.truncate_before(head.min_valid_time());
         head.take_unlogged();
         stats.wal = replay;
@@ -445,6 +462,8 @@ impl Db {
             duplicate_timestamp: ld(&h.stats.duplicate_timestamp),
             out_of_bounds: ld(&h.stats.out_of_bounds),
             exact_duplicates: ld(&h.stats.exact_duplicates),
+            head_series_created: ld(&h.stats.series_created),
+            head_series_removed: ld(&h.stats.series_removed),
             blocks: blocks.len() as u64,
             block_bytes: blocks.iter().map(|b| b.size_bytes()).sum(),
             wal_writes_failed: self
@@ -722,6 +741,12 @@ fn spawn_background(inner: Arc<DbInner>) -> Background {
 }
 
 impl DbInner {
+    fn emit(&self, e: &Event) {
+        if let Some(h) = &self.opts.events {
+            h.emit(e);
+        }
+    }
+
     fn sync_if_due(&self) -> Result<()> {
         let Some(w) = &self.wal else { return Ok(()) };
         let handle = {
@@ -733,9 +758,13 @@ impl DbInner {
         };
         if let Some(f) = handle {
             // fsync outside the lock so that commits go on meanwhile
+            let t = Instant::now();
             let r = f
                 .sync_data()
                 .map_err(|e| Error::io(self.dir.join("wal"), e));
+            self.emit(&Event::WalFsync {
+                duration: t.elapsed(),
+            });
             if let Some(h) = &self.wal_health {
                 h.fsync_result(&r);
             }
@@ -786,12 +815,14 @@ impl DbInner {
                 let _w = wal.lock();
                 self.head.set_min_valid_time(b);
             }
+            let started = Instant::now();
             let mut series = self.head.chunks_in_range_iter(a, b).peekable();
             if series.peek().is_some() {
                 let meta = block::write_block(&self.dir, a, b, series)?;
                 let blk = Arc::new(Block::open(&self.dir.join(&meta.id))?);
-                tracing::info!(block = %meta.id, mint = a, maxt = b, series = meta.num_series,
-                    samples = meta.num_samples, "cut block from head");
+                tracing::info!(ulid = %meta.id, mint = a, maxt = b, series = meta.num_series,
+                    samples = meta.num_samples, bytes = blk.size_bytes(),
+                    duration = ?started.elapsed(), "write block (cut from the head)");
                 let mut bl = self.blocks.write();
                 bl.push(blk);
                 bl.sort_by(|x, y| {
@@ -808,7 +839,9 @@ impl DbInner {
                     let _ = w.sync();
                 }
             }
-            self.head.truncate_before(b);
+            let gc = Instant::now();
+            let removed = self.head.truncate_before(b);
+            tracing::info!(series_removed = removed, duration = ?gc.elapsed(), "Head GC completed");
             cut_any = true;
         }
         if cut_any {
@@ -828,7 +861,11 @@ impl DbInner {
                 self.head.checkpoint_records(&mut buf);
                 (upto, buf, w.dir().to_path_buf())
             };
-            wal::write_checkpoint(&dir, upto, &buf)
+            let started = Instant::now();
+            wal::write_checkpoint(&dir, upto, &buf)?;
+            tracing::info!(upto_segment = upto, bytes = buf.len(), duration = ?started.elapsed(),
+                "WAL checkpoint complete");
+            Ok(())
         })();
         let c = if r.is_ok() {
             &self.faults.checkpoints
@@ -855,14 +892,28 @@ impl DbInner {
             if inputs.len() != group.len() {
                 return Ok(());
             }
-            let meta = crate::compact::compact(&self.dir, &inputs).inspect_err(|_| {
+            let started = Instant::now();
+            let in_bytes: u64 = inputs.iter().map(|b| b.size_bytes()).sum();
+            let meta = crate::compact::compact(&self.dir, &inputs).inspect_err(|e| {
                 self.faults
                     .compactions_failed
                     .fetch_add(1, Ordering::Relaxed);
+                self.emit(&Event::Compaction {
+                    duration: started.elapsed(),
+                    ok: false,
+                });
+                tracing::error!(sources = ?group, error = %e, "compaction failed");
             })?;
             self.faults.compactions.fetch_add(1, Ordering::Relaxed);
             let out = Arc::new(Block::open(&self.dir.join(&meta.id))?);
-            tracing::info!(block = %meta.id, inputs = group.len(), "compacted blocks");
+            self.emit(&Event::Compaction {
+                duration: started.elapsed(),
+                ok: true,
+            });
+            tracing::info!(ulid = %meta.id, mint = meta.min_time, maxt = meta.max_time,
+                sources = ?group, input_bytes = in_bytes, bytes = out.size_bytes(),
+                series = meta.num_series, samples = meta.num_samples,
+                duration = ?started.elapsed(), "compact blocks");
             let dirs: Vec<PathBuf> = inputs.iter().map(|b| b.dir().to_path_buf()).collect();
             {
                 let mut bl = self.blocks.write();
@@ -893,15 +944,18 @@ impl DbInner {
         if gone.is_empty() {
             return Ok(());
         }
-        let dirs: Vec<PathBuf> = blocks
+        let doomed: Vec<(PathBuf, BlockMeta, u64)> = blocks
             .iter()
             .filter(|b| gone.contains(&b.meta().id))
-            .map(|b| b.dir().to_path_buf())
+            .map(|b| (b.dir().to_path_buf(), b.meta().clone(), b.size_bytes()))
             .collect();
         self.blocks.write().retain(|b| !gone.contains(&b.meta().id));
-        for d in dirs {
-            tracing::info!(block = %d.display(), "retention deletes block");
+        for (d, meta, bytes) in doomed {
+            let started = Instant::now();
             block::delete_block(&d)?;
+            tracing::info!(ulid = %meta.id, mint = meta.min_time, maxt = meta.max_time, bytes,
+                duration = ?started.elapsed(),
+                "Deleting obsolete block (retention: storage.tsdb.retention.time/size)");
         }
         Ok(())
     }

@@ -55,6 +55,7 @@ pub mod head;
 pub mod index;
 pub mod labels;
 pub mod matcher;
+pub mod observe;
 pub mod querier;
 pub mod re2;
 pub mod retention;
@@ -65,6 +66,7 @@ pub use db::{Appender, BlockBuilder, Db, Options, SeriesRef};
 pub use error::{Error, Result};
 pub use labels::{Label, Labels};
 pub use matcher::{MatchOp, Matcher};
+pub use observe::{Event, EventHook, ReplayProgress};
 pub use querier::{Querier, Series, SeriesIter};
 
 /// The bit pattern of Prometheus' staleness marker, a NaN that ends a series.

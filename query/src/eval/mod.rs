@@ -133,6 +133,8 @@ pub(crate) struct Evaluator<'a> {
     /// Memo of aggregation groups: (aggregation node, input labels' address) -> (input
     /// labels, group key, group labels).
     pub(crate) group_cache: HashMap<(usize, usize), (Metric, u64, Metric)>,
+    /// Time spent sorting a range query's result (Prometheus' `result_sort` slice).
+    pub(crate) sort_time: std::time::Duration,
 }
 
 impl<'a> Evaluator<'a> {
@@ -158,6 +160,7 @@ impl<'a> Evaluator<'a> {
             subq_cache: HashMap::new(),
             multi_step: start != end,
             group_cache: HashMap::new(),
+            sort_time: std::time::Duration::ZERO,
         }
     }
 
@@ -525,6 +528,7 @@ impl<'a> Evaluator<'a> {
             subq_cache: HashMap::new(),
             multi_step: self.multi_step,
             group_cache: HashMap::new(),
+            sort_time: std::time::Duration::ZERO,
         }
     }
 
@@ -536,7 +540,9 @@ impl<'a> Evaluator<'a> {
         // so threads (each loading its own windows' setup) would cost more CPU than they
         // save.
         if let Some(mut out) = range::try_range(self, expr, self.start, self.end)? {
+            let t = std::time::Instant::now();
             out.sort_by(|a, b| a.metric.cmp(&b.metric));
+            self.sort_time = t.elapsed();
             return Ok(Value::Matrix(public_matrix(out)));
         }
         let steps = ((self.end - self.start) / self.interval + 1) as usize;
@@ -598,7 +604,9 @@ impl<'a> Evaluator<'a> {
             }
             out
         };
+        let t = std::time::Instant::now();
         out.sort_by(|a, b| a.metric.cmp(&b.metric));
+        self.sort_time = t.elapsed();
         Ok(Value::Matrix(public_matrix(out)))
     }
 

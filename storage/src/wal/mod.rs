@@ -220,8 +220,20 @@ fn replay_buf(
 pub fn replay(
     dir: &Path,
     read_only: bool,
+    f: impl FnMut(ReplayItem<'_>) -> Result<()>,
+) -> Result<(ReplayStats, u32)> {
+    replay_with_progress(dir, read_only, None, f)
+}
+
+/// [`replay`], keeping `progress` up to date (first, last and current segment) and, unless
+/// `read_only`, logging each segment read and the replay's duration as Prometheus does.
+pub fn replay_with_progress(
+    dir: &Path,
+    read_only: bool,
+    progress: Option<&crate::observe::ReplayProgress>,
     mut f: impl FnMut(ReplayItem<'_>) -> Result<()>,
 ) -> Result<(ReplayStats, u32)> {
+    let started = std::time::Instant::now();
     let mut stats = ReplayStats::default();
     let (segs, cps) = list(dir)?;
     if !read_only {
@@ -253,9 +265,30 @@ pub fn replay(
         }
         after = cp;
         last = last.max(cp);
+        if !read_only {
+            tracing::info!(checkpoint = cp, duration = ?started.elapsed(), "WAL checkpoint loaded");
+        }
+    }
+    let checkpoint_done = started.elapsed();
+    let segs: Vec<u32> = segs.into_iter().filter(|&s| s > after).collect();
+    let (first, max_seg) = (
+        segs.first().copied().unwrap_or(after),
+        segs.last().copied().unwrap_or(after),
+    );
+    if let Some(p) = progress {
+        p.start(i64::from(first), i64::from(max_seg));
+    }
+    if !read_only && !segs.is_empty() {
+        tracing::info!(
+            segments = segs.len(),
+            "Replaying WAL, this may take a while"
+        );
     }
     let mut expect: Option<u32> = None;
-    for s in segs.into_iter().filter(|&s| s > after) {
+    for s in segs.into_iter() {
+        if let Some(p) = progress {
+            p.set_current(i64::from(s));
+        }
         let path = dir.join(segment_name(s));
         if let Some(e) = expect.filter(|&e| e != s) {
             stats.corruptions.push(Corruption {
@@ -290,6 +323,23 @@ pub fn replay(
                 tail: true,
             });
         }
+        if !read_only {
+            tracing::info!(segment = s, maxSegment = max_seg, "WAL segment loaded");
+        }
+    }
+    if let Some(p) = progress {
+        p.finish();
+    }
+    if !read_only {
+        tracing::info!(
+            checkpoint_replay_duration = ?checkpoint_done,
+            wal_replay_duration = ?started.elapsed().saturating_sub(checkpoint_done),
+            total_replay_duration = ?started.elapsed(),
+            segments = stats.segments,
+            samples = stats.samples,
+            series = stats.series,
+            "WAL replay completed"
+        );
     }
     Ok((stats, last))
 }
