@@ -15,7 +15,6 @@ pub struct Span {
 }
 
 /// An expression with its source position.
-#[derive(Debug, Clone)]
 pub struct Expr {
     /// What the expression is.
     pub kind: ExprKind,
@@ -23,9 +22,31 @@ pub struct Expr {
     pub span: Span,
 }
 
+// Equality, cloning and debug printing recurse once per level, and a chain of binary operators
+// is as deep as it is long: each level runs on a stack grown as needed.
 impl PartialEq for Expr {
     fn eq(&self, other: &Self) -> bool {
-        self.kind == other.kind
+        crate::stack::grow(|| self.kind == other.kind)
+    }
+}
+
+impl Clone for Expr {
+    fn clone(&self) -> Self {
+        crate::stack::grow(|| Expr {
+            kind: self.kind.clone(),
+            span: self.span,
+        })
+    }
+}
+
+impl std::fmt::Debug for Expr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        crate::stack::grow(|| {
+            f.debug_struct("Expr")
+                .field("kind", &self.kind)
+                .field("span", &self.span)
+                .finish()
+        })
     }
 }
 
@@ -38,28 +59,36 @@ impl Expr {
         }
     }
 
-    /// The expression's value type, as PromQL's type checker sees it.
+    /// The expression's value type, as PromQL's type checker sees it. A binary operation is a
+    /// scalar when both sides are, else a vector; the left spine of operator chains is
+    /// followed in a loop, so that long chains cost neither stack nor quadratic time.
     pub fn value_type(&self) -> ValueType {
-        match &self.kind {
-            ExprKind::Number(_) => ValueType::Scalar,
-            ExprKind::String(_) => ValueType::String,
-            ExprKind::VectorSelector(_) => ValueType::Vector,
-            ExprKind::MatrixSelector(_) => ValueType::Matrix,
-            ExprKind::Subquery(_) => ValueType::Matrix,
-            ExprKind::Paren(e) => e.value_type(),
-            ExprKind::Unary(_, e) => e.value_type(),
-            ExprKind::Binary(b) => {
-                if b.lhs.value_type() == ValueType::Scalar
-                    && b.rhs.value_type() == ValueType::Scalar
-                {
-                    ValueType::Scalar
-                } else {
-                    ValueType::Vector
+        let mut e = self;
+        let mut in_binary = false;
+        let leaf = loop {
+            match &e.kind {
+                ExprKind::Number(_) => break ValueType::Scalar,
+                ExprKind::String(_) => break ValueType::String,
+                ExprKind::VectorSelector(_) => break ValueType::Vector,
+                ExprKind::MatrixSelector(_) => break ValueType::Matrix,
+                ExprKind::Subquery(_) => break ValueType::Matrix,
+                ExprKind::Paren(x) | ExprKind::Unary(_, x) | ExprKind::StepInvariant(x) => e = x,
+                ExprKind::Binary(b) => {
+                    // right-deep (`^`) chains recurse here
+                    if crate::stack::grow(|| b.rhs.value_type()) != ValueType::Scalar {
+                        return ValueType::Vector;
+                    }
+                    in_binary = true;
+                    e = &b.lhs;
                 }
+                ExprKind::Aggregate(_) => break ValueType::Vector,
+                ExprKind::Call(c) => break crate::functions_meta::return_type(&c.func),
             }
-            ExprKind::Aggregate(_) => ValueType::Vector,
-            ExprKind::Call(c) => crate::functions_meta::return_type(&c.func),
-            ExprKind::StepInvariant(e) => e.value_type(),
+        };
+        if in_binary && leaf != ValueType::Scalar {
+            ValueType::Vector
+        } else {
+            leaf
         }
     }
 }
@@ -447,4 +476,41 @@ pub struct Call {
     pub func: String,
     /// Arguments.
     pub args: Vec<Expr>,
+}
+
+impl Expr {
+    /// Takes the node's kind out, leaving the number 0 in its place (for code that rebuilds a
+    /// node from its parts: `Expr` has a `Drop`, so its fields cannot be moved out).
+    pub fn take_kind(&mut self) -> ExprKind {
+        std::mem::replace(
+            &mut self.kind,
+            ExprKind::Number(NumberLiteral {
+                value: 0.0,
+                duration: false,
+            }),
+        )
+    }
+}
+
+/// A chain of binary operators (`a or b or … or z`, `1 + 1 + … + 1`, `2 ^ 2 ^ … ^ 2`) is as
+/// deep as it has terms; dropping it node by node would recurse once per operator and
+/// overflow the stack for long chains, so its operator nodes are taken apart in a loop.
+impl Drop for Expr {
+    fn drop(&mut self) {
+        let ExprKind::Binary(b) = &mut self.kind else {
+            return;
+        };
+        let is_binary = |e: &Expr| matches!(e.kind, ExprKind::Binary(_));
+        if !is_binary(&b.lhs) && !is_binary(&b.rhs) {
+            return;
+        }
+        let mut pending = vec![b.lhs.take_kind(), b.rhs.take_kind()];
+        while let Some(kind) = pending.pop() {
+            if let ExprKind::Binary(mut inner) = kind {
+                // `inner` drops at the end of this pass with leaves on both sides
+                pending.push(inner.lhs.take_kind());
+                pending.push(inner.rhs.take_kind());
+            }
+        }
+    }
 }

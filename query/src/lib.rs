@@ -11,6 +11,7 @@ pub mod functions_meta;
 pub mod go_format;
 pub mod parser;
 pub mod printer;
+pub mod stack;
 pub mod storage;
 pub mod value;
 

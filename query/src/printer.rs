@@ -211,6 +211,10 @@ fn write_paren_if(f: &mut Formatter<'_>, e: &Expr, paren: bool) -> fmt::Result {
 }
 
 fn write_expr(f: &mut Formatter<'_>, e: &Expr) -> fmt::Result {
+    crate::stack::grow(|| write_node(f, e))
+}
+
+fn write_node(f: &mut Formatter<'_>, e: &Expr) -> fmt::Result {
     match &e.kind {
         ExprKind::Number(n) => f.write_str(&format_number_literal(n)),
         ExprKind::String(s) => f.write_str(&go_quote(s)),

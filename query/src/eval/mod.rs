@@ -221,6 +221,16 @@ impl<'a> Evaluator<'a> {
         lo: i64,
         hi: i64,
     ) -> EvalResult<()> {
+        crate::stack::grow(|| self.load_node(storage, expr, lo, hi))
+    }
+
+    fn load_node<S: Queryable + ?Sized>(
+        &mut self,
+        storage: &S,
+        expr: &Expr,
+        lo: i64,
+        hi: i64,
+    ) -> EvalResult<()> {
         match &expr.kind {
             ExprKind::Number(_) | ExprKind::String(_) => Ok(()),
             ExprKind::VectorSelector(vs) => {
@@ -442,6 +452,10 @@ impl<'a> Evaluator<'a> {
     }
 
     fn duration_expr(&self, e: &Expr) -> EvalResult<f64> {
+        crate::stack::grow(|| self.duration_node(e))
+    }
+
+    fn duration_node(&self, e: &Expr) -> EvalResult<f64> {
         use crate::ast::BinaryOp::*;
         match &e.kind {
             ExprKind::Number(n) => Ok(n.value),
@@ -694,6 +708,10 @@ impl<'a> Evaluator<'a> {
     // ----- the recursive evaluation -----
 
     pub(crate) fn eval(&mut self, expr: &Expr, ts: i64) -> EvalResult<Val> {
+        crate::stack::grow(|| self.eval_node(expr, ts))
+    }
+
+    fn eval_node(&mut self, expr: &Expr, ts: i64) -> EvalResult<Val> {
         match &expr.kind {
             ExprKind::Number(n) => Ok(Val::Scalar(n.value)),
             ExprKind::String(s) => Ok(Val::Str(s.clone())),

@@ -95,6 +95,10 @@ macro_rules! tri {
 
 /// Whether `e` can be evaluated column-wise (checked before any work is done).
 fn supported(e: &Expr) -> bool {
+    crate::stack::grow(|| supported_node(e))
+}
+
+fn supported_node(e: &Expr) -> bool {
     match &e.kind {
         ExprKind::Number(_) => true,
         ExprKind::Paren(i) | ExprKind::StepInvariant(i) | ExprKind::Unary(_, i) => supported(i),
@@ -330,6 +334,10 @@ impl Block<'_, '_> {
     }
 
     fn eval(&mut self, e: &Expr) -> R<Rv> {
+        crate::stack::grow(|| self.eval_node(e))
+    }
+
+    fn eval_node(&mut self, e: &Expr) -> R<Rv> {
         match &e.kind {
             ExprKind::Number(n) => Ok(Some(Rv::Scalar(n.value))),
             ExprKind::Paren(i) | ExprKind::StepInvariant(i) => self.eval(i),

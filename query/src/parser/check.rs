@@ -23,6 +23,10 @@ fn go_value_type(t: ValueType) -> &'static str {
 impl Parser<'_> {
     /// Type-checks `e`, recording errors; returns its type.
     pub(crate) fn check_ast(&mut self, e: &mut Expr) -> ValueType {
+        crate::stack::grow(|| self.check_node(e))
+    }
+
+    fn check_node(&mut self, e: &mut Expr) -> ValueType {
         let start = e.span.start;
         match &mut e.kind {
             ExprKind::Number(_) => ValueType::Scalar,

@@ -24,8 +24,10 @@ pub(crate) struct Parser<'a> {
     pub(crate) errors: Vec<ParseError>,
 }
 
-/// The deepest expression nesting accepted (parentheses, operands, calls, modifiers). Keeps
-/// parsing, printing, checking, evaluating and dropping a tree within a thread's stack.
+/// The deepest expression nesting accepted: parentheses, unary operators, calls,
+/// aggregations, subqueries and modifiers. A chain of binary operators (`a or b or … or z`)
+/// is not nesting and has no limit, as in Prometheus: it is read in a loop and the walks over
+/// it run on a grown stack ([`crate::stack`]).
 pub const MAX_NESTING: usize = 128;
 
 /// Precedence of `^`.
@@ -283,11 +285,11 @@ impl<'a> Parser<'a> {
             }
             _ => return self.unexpected("", ""),
         };
-        let e = self.vector_selector(name, t.start)?;
+        let mut e = self.vector_selector(name, t.start)?;
         if *self.peek_kind() != Tok::Eof {
             return self.unexpected("", "");
         }
-        match e.kind {
+        match e.take_kind() {
             ExprKind::VectorSelector(vs) => Ok(vs.matchers),
             _ => Err(Abort),
         }
@@ -335,10 +337,14 @@ impl<'a> Parser<'a> {
                 break;
             }
             self.bump();
-            self.enter()?;
             let (return_bool, matching) = self.bin_modifiers(op)?;
-            let next_min = if op.is_right_assoc() { prec } else { prec + 1 };
-            let rhs = self.expr(next_min)?;
+            // a chain of `^` is not nesting: its right side is read without counting a level
+            // (on a grown stack: the recursion is as deep as the chain is long)
+            let rhs = if op.is_right_assoc() {
+                crate::stack::grow(|| self.expr_inner(prec))?
+            } else {
+                self.expr(prec + 1)?
+            };
             let sp = span(lhs.span.start, rhs.span.end);
             lhs = Expr {
                 kind: ExprKind::Binary(BinaryExpr {
@@ -833,7 +839,7 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn range_or_subquery(&mut self, e: Expr) -> PResult<Expr> {
+    fn range_or_subquery(&mut self, mut e: Expr) -> PResult<Expr> {
         let lb = self.bump();
         let range = self.positive_duration(
             "subquery or range selector",
@@ -843,7 +849,7 @@ impl<'a> Parser<'a> {
             Tok::RightBracket => {
                 let rb = self.bump();
                 let sp = span(e.span.start, rb.end);
-                match e.kind {
+                match e.take_kind() {
                     ExprKind::VectorSelector(vs) => {
                         if vs.offset.is_some() {
                             self.err_at(lb.start, "no offset modifiers allowed before range");
@@ -978,9 +984,9 @@ impl<'a> Parser<'a> {
 
     /// Applies a unary sign to a duration expression: folded into literals (with the range
     /// check), `-` kept on anything else, `+` dropped.
-    fn apply_sign(&mut self, neg: bool, start: usize, operand: Expr) -> Expr {
+    fn apply_sign(&mut self, neg: bool, start: usize, mut operand: Expr) -> Expr {
         let sp = span(start, operand.span.end);
-        match operand.kind {
+        match operand.take_kind() {
             ExprKind::Number(mut n) => {
                 if neg {
                     n.value = -n.value;
