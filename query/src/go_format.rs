@@ -94,6 +94,11 @@ pub fn format_float_g_prec(v: f64, prec: usize) -> String {
         s.push_str(t);
         return s;
     }
+    if v == 0.0 {
+        // Go drops the zeros of a zero too ("0", "-0"); std's `{:.3e}` writes "0.000e0"
+        s.push_str(if v.is_sign_negative() { "-0" } else { "0" });
+        return s;
+    }
     let prec = prec.max(1);
     // std rounds to `prec` digits exactly, ties to even, as Go's decimal rounding does
     let r = format!("{:.*e}", prec - 1, v);

@@ -40,8 +40,290 @@ const ALERT_DEFS: &str = "{{$labels := .Labels}}{{$externalLabels := .ExternalLa
 
 const NO_VALUE: &str = "<no value>";
 
+/// What the template functions of one expansion read besides their arguments.
+struct RenderCtx {
+    /// The query function, valid while the expansion runs.
+    query: Option<*const QueryFn<'static>>,
+    external_url: String,
+    html: bool,
+    /// The template's name and full text, for `tmpl` (which runs a template defined in it).
+    name: String,
+    text: String,
+}
+
 thread_local! {
-    static QUERY: RefCell<Option<*const QueryFn<'static>>> = const { RefCell::new(None) };
+    static CTX: RefCell<Option<RenderCtx>> = const { RefCell::new(None) };
+}
+
+/// How [`expand`] runs a template: the options of Prometheus' template expander.
+#[derive(Default)]
+pub struct ExpandOptions<'a> {
+    /// Escape the output as `html/template` does (console pages); `safeHtml` opts out.
+    pub html: bool,
+    /// `missingkey=error`: refuse to print a missing map key.
+    pub missingkey_error: bool,
+    /// The external URL (`externalURL`, `pathPrefix`, `graphLink`, `tableLink`).
+    pub external_url: &'a str,
+    /// What `query` runs.
+    pub query: Option<&'a QueryFn<'a>>,
+}
+
+/// Expands `text` with `data` as `.`, as Prometheus' `Expander.Expand` (or `ExpandHTML`) does;
+/// errors read `error parsing template NAME: ...` / `error executing template NAME: ...`.
+pub fn expand(
+    name: &str,
+    text: &str,
+    data: Value,
+    opts: &ExpandOptions<'_>,
+) -> Result<String, TemplateError> {
+    let data = match data {
+        // Go reads a field of nil data as `<no value>`; gtmpl refuses fields of nil
+        Value::Nil | Value::NoValue => Value::Map(HashMap::new()),
+        d => d,
+    };
+    let src = rewrite_label_lookups(text);
+    let src = print_actions(&src, if opts.html { "__html" } else { "__print" });
+    let t = parse_go(name, &src)
+        .map_err(|e| TemplateError(format!("error parsing template {name}: {e}")))?;
+    let out = render(&t, name, &src, data, opts).map_err(|e| {
+        TemplateError(format!(
+            "error executing template {name}: {}",
+            go_message(name, text, e)
+        ))
+    })?;
+    if opts.missingkey_error && out.contains(NO_VALUE) && !text.contains(NO_VALUE) {
+        return Err(TemplateError(format!(
+            "error executing template {name}: template: {name}:1: map has no entry for a key"
+        )));
+    }
+    Ok(out)
+}
+
+/// Runs a parsed template with the expansion's context set for its functions.
+fn render(
+    t: &Template,
+    name: &str,
+    text: &str,
+    data: Value,
+    opts: &ExpandOptions<'_>,
+) -> Result<String, String> {
+    // The query function is a plain function pointer in gtmpl: it finds the closure through
+    // this thread's slot, set for the duration of this call only.
+    let query = opts.query.map(|q| {
+        // SAFETY: the pointer is only dereferenced while this call runs (cleared below).
+        unsafe { std::mem::transmute::<*const QueryFn<'_>, *const QueryFn<'static>>(q) }
+    });
+    let prev = CTX.with(|s| {
+        s.borrow_mut().replace(RenderCtx {
+            query,
+            external_url: opts.external_url.to_string(),
+            html: opts.html,
+            name: name.to_string(),
+            text: text.to_string(),
+        })
+    });
+    let out = t.render(&Context::from(data));
+    CTX.with(|s| *s.borrow_mut() = prev);
+    out.map_err(|e| e.to_string())
+}
+
+/// Reads `X.Labels.name`, `$labels.name` and `$externalLabels.name` through `__label`: label
+/// sets are Go `map[string]string`s, so a missing label is "" (printed, and compared by `eq`),
+/// where gtmpl's untyped maps give `<no value>`.
+fn rewrite_label_lookups(text: &str) -> String {
+    static RE: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(
+            r"(^|[\s(|,])((?:\$[A-Za-z_][A-Za-z0-9_]*)?(?:\.[A-Za-z_][A-Za-z0-9_]*)*?(?:\.Labels|\$labels|\$externalLabels))\.([A-Za-z_][A-Za-z0-9_]*)",
+        )
+        .expect("label lookup pattern")
+    });
+    static NEG: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"(^|[\s(|,])-([0-9]*\.[0-9]+(?:[eE][-+]?[0-9]+)?)")
+            .expect("negative float pattern")
+    });
+    map_actions(text, |action| {
+        map_unquoted(action, |code| {
+            let code = RE.replace_all(code, "$1(__label $2 \"$3\")");
+            // gtmpl reads a negative float literal as 0: negate the positive one instead
+            NEG.replace_all(&code, "$1(__neg $2)").into_owned()
+        })
+    })
+}
+
+/// Applies `f` to the parts of an action outside quoted strings and character literals.
+fn map_unquoted(action: &str, mut f: impl FnMut(&str) -> String) -> String {
+    let b = action.as_bytes();
+    let mut out = String::with_capacity(action.len() + 16);
+    let mut start = 0;
+    let mut i = 0;
+    while i < b.len() {
+        let q = b[i];
+        if q == b'"' || q == b'`' || q == b'\'' {
+            out.push_str(&f(&action[start..i]));
+            let mut j = i + 1;
+            while j < b.len() && b[j] != q {
+                if b[j] == b'\\' && q != b'`' {
+                    j += 1;
+                }
+                j += 1;
+            }
+            let end = (j + 1).min(b.len());
+            out.push_str(&action[i..end]);
+            start = end;
+            i = end;
+            continue;
+        }
+        i += 1;
+    }
+    out.push_str(&f(&action[start..]));
+    out
+}
+
+/// Go's lexer refuses characters that cannot start a token inside an action (a no-break
+/// space, say), which gtmpl misreads: find the first as Go reports it.
+fn unrecognized_character(text: &str) -> Option<(usize, String)> {
+    let mut found = None;
+    map_actions(text, |action| {
+        if found.is_none() {
+            map_unquoted(action, |code| {
+                if found.is_none() {
+                    if let Some(c) = code.chars().find(|c| !c.is_ascii() && !c.is_alphanumeric()) {
+                        found = Some(c);
+                    }
+                }
+                String::new()
+            });
+        }
+        String::new()
+    });
+    let c = found?;
+    let at = text.find(c).unwrap_or(0);
+    let line = 1 + text[..at].matches('\n').count();
+    let printable = !c.is_whitespace() && !c.is_control();
+    let shown = if printable {
+        format!("U+{:04X} '{c}'", c as u32)
+    } else {
+        format!("U+{:04X}", c as u32)
+    };
+    Some((line, format!("unrecognized character in action: {shown}")))
+}
+
+/// Parses as Go does, with Go's line and wording for the errors gtmpl words differently:
+/// gtmpl's line numbers are not Go's, so the line is the first whose prefix of the text
+/// fails with the same message.
+fn parse_go(name: &str, text: &str) -> Result<Template, String> {
+    if let Some((line, msg)) = unrecognized_character(text) {
+        return Err(format!("template: {name}:{line}: {msg}"));
+    }
+    let mut t = new_template(name);
+    let Err(e) = t.parse(text.to_string()) else {
+        return Ok(t);
+    };
+    let body = go_body(&e.to_string());
+    let body = match body.as_str() {
+        "unexpected unclosed action in command" | "unexpected EOF in command" => {
+            "unclosed action".to_string()
+        }
+        b => match b
+            .strip_prefix("function ")
+            .and_then(|r| r.strip_suffix(" not defined"))
+        {
+            Some(f) => format!("function \"{f}\" not defined"),
+            None => b.to_string(),
+        },
+    };
+    let mut line = 1 + text.trim_end_matches('\n').matches('\n').count();
+    let mut end = 0;
+    for (k, l) in text.split_inclusive('\n').enumerate() {
+        end += l.len();
+        let mut p = new_template(name);
+        if let Err(pe) = p.parse(text[..end].to_string()) {
+            if pe.to_string() == e.to_string() {
+                line = k + 1;
+                break;
+            }
+        }
+    }
+    Err(format!("template: {name}:{line}: {body}"))
+}
+
+/// Pipes every printing action into `printer`: `__print` writes values as Go's `fmt` does
+/// (gtmpl's numbers print as Rust's), `__html` also escapes as `html/template` does in text
+/// context.
+fn print_actions(text: &str, printer: &str) -> String {
+    const KEYWORDS: &[&str] = &[
+        "if", "else", "end", "range", "with", "define", "template", "block", "break", "continue",
+    ];
+    map_actions(text, |action| {
+        let body = action.trim();
+        let first = body.split_whitespace().next().unwrap_or("");
+        let assigns = body.starts_with('$')
+            && body
+                .split_whitespace()
+                .nth(1)
+                .is_some_and(|w| w == ":=" || w == "=");
+        if body.is_empty() || body.starts_with("/*") || KEYWORDS.contains(&first) || assigns {
+            action.to_string()
+        } else {
+            format!("{action} | {printer} ")
+        }
+    })
+}
+
+/// Applies `f` to the inside of every `{{ ... }}` action (trim markers kept outside), leaving
+/// the text between actions and quoted strings' `}}` alone.
+fn map_actions(text: &str, mut f: impl FnMut(&str) -> String) -> String {
+    let mut out = String::with_capacity(text.len() + 16);
+    let mut rest = text;
+    while let Some(i) = rest.find("{{") {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 2..];
+        let (open, after) = match after.strip_prefix("- ") {
+            Some(a) => ("{{- ", a),
+            None => ("{{", after),
+        };
+        let Some(end) = action_end(after) else {
+            out.push_str(open);
+            out.push_str(after);
+            return out;
+        };
+        let inner = &after[..end];
+        let (inner, close) = match inner.strip_suffix(" -") {
+            Some(x) => (x, " -}}"),
+            None => (inner, "}}"),
+        };
+        out.push_str(open);
+        out.push_str(&f(inner));
+        out.push_str(close);
+        rest = &after[end + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Where the action's closing `}}` is, outside quoted strings.
+fn action_end(s: &str) -> Option<usize> {
+    let b = s.as_bytes();
+    let mut i = 0;
+    let mut quote: Option<u8> = None;
+    while i < b.len() {
+        match quote {
+            Some(q) => {
+                if b[i] == b'\\' && q != b'`' {
+                    i += 1;
+                } else if b[i] == q {
+                    quote = None;
+                }
+            }
+            None => match b[i] {
+                b'"' | b'`' | b'\'' => quote = Some(b[i]),
+                b'}' if b.get(i + 1) == Some(&b'}') => return Some(i),
+                _ => {}
+            },
+        }
+        i += 1;
+    }
+    None
 }
 
 fn map_value(pairs: &[(String, String)]) -> Value {
@@ -60,8 +342,59 @@ fn data_value(d: &AlertData) -> Value {
         "ExternalURL".to_string(),
         Value::String(d.external_url.clone()),
     );
-    m.insert("Value".to_string(), Value::from(d.value));
+    m.insert("Value".to_string(), float_value(d.value));
     Value::Object(m)
+}
+
+/// A float64 as a template value. gtmpl keeps whole numbers as integers and turns negative
+/// fractions and positive ones under its epsilon into integers too (-0.5 becomes 0): those,
+/// and the numbers it would round, are given as the text Go's `fmt` prints for them, which
+/// the functions taking numbers read back.
+pub fn float_value(v: f64) -> Value {
+    if v.is_finite() && v.fract() == 0.0 && v.abs() < 9_007_199_254_740_992.0 {
+        Value::from(v as i64)
+    } else if v.is_finite() && v > 0.0 && v.fract() >= f64::EPSILON {
+        Value::from(v)
+    } else {
+        Value::String(go_float_v(v))
+    }
+}
+
+/// Go's `fmt` `%v` of a float64: shortest digits, exponent form below 1e-4 and from 1e21.
+pub fn go_float_v(v: f64) -> String {
+    if v.is_nan() || v.is_infinite() {
+        return fmt_4g(v);
+    }
+    let a = v.abs();
+    if a != 0.0 && !(1e-4..1e21).contains(&a) {
+        let e = format!("{v:e}");
+        let (m, x) = e.split_once('e').unwrap_or((&e, "0"));
+        let x: i32 = x.parse().unwrap_or(0);
+        let sign = if x < 0 { '-' } else { '+' };
+        return format!("{m}e{sign}{:02}", x.abs());
+    }
+    format!("{v}")
+}
+
+/// What Go's `fmt.Fprint` writes for a template value.
+fn go_print(v: &Value) -> String {
+    match v {
+        Value::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
+            (_, _, Some(f)) => go_float_v(f),
+            (Some(i), _, _) => i.to_string(),
+            (_, Some(u), _) => u.to_string(),
+            _ => n.to_string(),
+        },
+        v => v.to_string(),
+    }
+}
+
+fn print(args: &[Value]) -> Result<Value, FuncError> {
+    Ok(match args.first() {
+        Some(Value::String(s)) => Value::String(s.clone()),
+        Some(v) => Value::String(go_print(v)),
+        None => Value::String(NO_VALUE.to_string()),
+    })
 }
 
 fn new_template(name: &str) -> Template {
@@ -73,30 +406,35 @@ fn new_template(name: &str) -> Template {
     t
 }
 
-/// Rewrites gtmpl's message into Go's wording.
-fn go_message(name: &str, user_text: &str, msg: String) -> String {
+/// The body of gtmpl's message (after its `template: name:line:` prefix) in Go's wording.
+fn go_body(msg: &str) -> String {
     let body = msg
         .strip_prefix("template: ")
         .and_then(|r| r.split_once(':').map(|(_, r)| r))
         .map(|r| r.split_once(':').map(|(_, m)| m).unwrap_or(r))
-        .unwrap_or(&msg)
+        .unwrap_or(msg)
         .trim();
-    let body = match body.strip_prefix("undefined variable ") {
+    match body.strip_prefix("undefined variable ") {
         Some(v) => format!("undefined variable \"{}\"", v.trim_matches('"')),
         None => body.to_string(),
-    };
-    let _ = user_text;
-    format!("template: {name}:1: {body}")
+    }
+}
+
+/// An execution error as Go's `text/template` words it (without Go's column and node).
+fn go_message(name: &str, _user_text: &str, msg: String) -> String {
+    format!("template: {name}:1: {}", go_body(&msg))
 }
 
 /// Checks that an alert template parses, as `promtool check rules` and rule loading do.
 pub fn parse_test_alert(name: &str, text: &str) -> Result<(), TemplateError> {
-    let mut t = new_template(name);
-    t.parse(format!("{ALERT_DEFS}{text}"))
-        .map_err(|e| TemplateError(go_message(name, text, e.to_string())))
+    parse_go(name, &format!("{ALERT_DEFS}{text}"))
+        .map(|_| ())
+        .map_err(TemplateError)
 }
 
-/// Expands an alert label or annotation template. `query` serves the `query` function.
+/// Expands an alert label or annotation template. `query` serves the `query` function. The
+/// error reads as Prometheus' (`error executing template __alert_X: template: ...`), which
+/// the rule writes into the annotation as `<error expanding template: ...>`.
 pub fn expand_alert(
     name: &str,
     text: &str,
@@ -106,29 +444,20 @@ pub fn expand_alert(
     if !text.contains("{{") {
         return Ok(text.to_string());
     }
-    let mut t = new_template(name);
-    t.parse(format!("{ALERT_DEFS}{text}"))
-        .map_err(|e| TemplateError(go_message(name, text, e.to_string())))?;
-    let ctx = Context::from(data_value(data));
-    // The query function is a plain function pointer in gtmpl: it finds the closure through
-    // this thread's slot, set for the duration of this call only.
-    let ptr = query.map(|q| {
-        // SAFETY: the pointer is only dereferenced while this call runs (cleared below).
-        unsafe { std::mem::transmute::<*const QueryFn<'_>, *const QueryFn<'static>>(q) }
-    });
-    QUERY.with(|s| *s.borrow_mut() = ptr);
-    let out = t.render(&ctx);
-    QUERY.with(|s| *s.borrow_mut() = None);
-    let out = out.map_err(|e| TemplateError(go_message(name, text, e.to_string())))?;
-    // `$labels` and `$externalLabels` are Go `map[string]string`s: a missing key reads as
-    // the empty string, where gtmpl's untyped maps give `<no value>`.
-    if out.contains(NO_VALUE) && !text.contains(NO_VALUE) {
-        return Ok(out.replace(NO_VALUE, ""));
-    }
-    Ok(out)
+    let opts = ExpandOptions {
+        external_url: &data.external_url,
+        query,
+        ..Default::default()
+    };
+    expand(
+        name,
+        &format!("{ALERT_DEFS}{text}"),
+        data_value(data),
+        &opts,
+    )
 }
 
-static FUNCS: [(&str, gtmpl::Func); 17] = [
+static FUNCS: [(&str, gtmpl::Func); 33] = [
     ("humanize", humanize),
     ("humanize1024", humanize1024),
     ("humanizeDuration", humanize_duration),
@@ -141,11 +470,27 @@ static FUNCS: [(&str, gtmpl::Func); 17] = [
     ("reReplaceAll", re_replace_all),
     ("safeHtml", safe_html),
     ("stripPort", strip_port),
+    ("stripDomain", strip_domain),
     ("first", first),
     ("label", label),
     ("value", value),
+    ("strvalue", strvalue),
+    ("sortByLabel", sort_by_label),
     ("query", query_fn),
     ("args", args),
+    ("tmpl", tmpl),
+    ("graphLink", graph_link),
+    ("tableLink", table_link),
+    ("pathPrefix", path_prefix),
+    ("externalURL", external_url),
+    ("parseDuration", parse_duration),
+    ("toTime", to_time),
+    ("eq", eq),
+    ("ne", ne),
+    ("__label", label_of),
+    ("__html", html_escape),
+    ("__neg", neg),
+    ("__print", print),
 ];
 
 fn generic(msg: impl Into<String>) -> FuncError {
@@ -277,13 +622,36 @@ fn humanize_timestamp(args: &[Value]) -> Result<Value, FuncError> {
     if v.is_nan() || v.is_infinite() {
         return Ok(Value::String(fmt_4g(v)));
     }
-    let secs = v.floor() as i64;
-    let nanos = ((v - v.floor()) * 1e9).round() as u32;
-    let t = chrono::DateTime::from_timestamp(secs, nanos)
-        .ok_or_else(|| generic("timestamp out of range"))?;
-    let mut s = t.format("%Y-%m-%d %H:%M:%S%.f").to_string();
+    let t = float_to_time(v)?;
+    let nanos = t.timestamp_subsec_nanos();
+    let mut s = t.format("%Y-%m-%d %H:%M:%S").to_string();
+    if nanos != 0 {
+        let frac = format!("{nanos:09}");
+        s.push('.');
+        s.push_str(frac.trim_end_matches('0'));
+    }
     s.push_str(" +0000 UTC");
     Ok(Value::String(s))
+}
+
+/// Seconds since the epoch as a time, as Prometheus' `floatToTime` converts them (through
+/// whole nanoseconds, refusing what overflows int64).
+fn float_to_time(v: f64) -> Result<chrono::DateTime<chrono::Utc>, FuncError> {
+    let ns = v * 1e9;
+    if ns >= i64::MAX as f64 || ns < i64::MIN as f64 {
+        return Err(generic(format!(
+            "{} cannot be represented as a nanoseconds timestamp since it overflows int64",
+            go_float_g(v)
+        )));
+    }
+    Ok(chrono::DateTime::from_timestamp_nanos(ns as i64))
+}
+
+fn to_time(args: &[Value]) -> Result<Value, FuncError> {
+    let t = float_to_time(arg_f64(args, 0)?)?;
+    Ok(Value::String(
+        t.format("%Y-%m-%d %H:%M:%S%.f +0000 UTC").to_string(),
+    ))
 }
 
 fn to_upper(args: &[Value]) -> Result<Value, FuncError> {
@@ -328,16 +696,197 @@ fn re_replace_all(args: &[Value]) -> Result<Value, FuncError> {
     ))
 }
 
+/// The key of the one-entry map that marks text as already HTML (`safeHtml`, `tmpl` in
+/// HTML mode), which `__html` writes unescaped.
+const SAFE_HTML: &str = "\u{0}safeHtml";
+
+fn html_mode() -> bool {
+    CTX.with(|c| c.borrow().as_ref().is_some_and(|c| c.html))
+}
+
+fn safe(s: String) -> Value {
+    if html_mode() {
+        Value::Map(HashMap::from([(SAFE_HTML.to_string(), Value::String(s))]))
+    } else {
+        Value::String(s)
+    }
+}
+
 fn safe_html(args: &[Value]) -> Result<Value, FuncError> {
-    Ok(Value::String(arg_str(args, 0)?))
+    Ok(safe(arg_str(args, 0)?))
+}
+
+/// `html/template`'s escaping of an action's output in text context.
+fn html_escape(args: &[Value]) -> Result<Value, FuncError> {
+    let v = args.first().cloned().unwrap_or(Value::NoValue);
+    if let Value::Map(m) = &v {
+        if let Some(Value::String(s)) = m.get(SAFE_HTML) {
+            return Ok(Value::String(s.clone()));
+        }
+    }
+    let s = match v {
+        Value::NoValue | Value::Nil => String::new(),
+        Value::String(s) => s,
+        v => go_print(&v),
+    };
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '&' => out.push_str("&amp;"),
+            '"' => out.push_str("&#34;"),
+            '\'' => out.push_str("&#39;"),
+            '+' => out.push_str("&#43;"),
+            '\0' => out.push('\u{FFFD}'),
+            c => out.push(c),
+        }
+    }
+    Ok(Value::String(out))
+}
+
+/// A label of a label set (`$labels`, `.Labels` of a sample): "" when missing.
+fn label_of(args: &[Value]) -> Result<Value, FuncError> {
+    let name = arg_str(args, 1)?;
+    match args.first() {
+        Some(Value::Map(m)) => Ok(m
+            .get(&name)
+            .cloned()
+            .unwrap_or(Value::String(String::new()))),
+        Some(Value::Object(m)) => m
+            .get(&name)
+            .cloned()
+            .ok_or_else(|| generic(format!("can't evaluate field {name}"))),
+        _ => Ok(Value::String(String::new())),
+    }
+}
+
+/// Go's `eq`: a missing value (`<no value>`) never equals anything, numbers compare by value.
+fn eq(args: &[Value]) -> Result<Value, FuncError> {
+    if args.len() < 2 {
+        return Err(generic("missing arguments for comparison"));
+    }
+    let first = &args[0];
+    Ok(Value::Bool(args[1..].iter().any(|x| same(first, x))))
+}
+
+fn ne(args: &[Value]) -> Result<Value, FuncError> {
+    if args.len() != 2 {
+        return Err(generic("wrong number of args for ne: want 2"));
+    }
+    Ok(Value::Bool(!same(&args[0], &args[1])))
+}
+
+fn same(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => match (x.as_i64(), y.as_i64()) {
+            (Some(x), Some(y)) => x == y,
+            _ => x.as_f64() == y.as_f64(),
+        },
+        _ => a == b,
+    }
+}
+
+fn neg(args: &[Value]) -> Result<Value, FuncError> {
+    Ok(float_value(-arg_f64(args, 0)?))
+}
+
+fn strip_domain(args: &[Value]) -> Result<Value, FuncError> {
+    let s = arg_str(args, 0)?;
+    // IP addresses (with or without port) stay as they are
+    let host = match s.rsplit_once(':') {
+        Some((h, p)) if !h.contains(':') && p.chars().all(|c| c.is_ascii_digit()) => h,
+        _ => s.as_str(),
+    };
+    if host.contains(':') || host.starts_with('[') || host.parse::<std::net::Ipv4Addr>().is_ok() {
+        return Ok(Value::String(s));
+    }
+    match s.split_once('.') {
+        Some((first, rest)) => {
+            let port = rest.rsplit_once(':').map(|(_, p)| p);
+            Ok(Value::String(match port {
+                Some(p) => format!("{first}:{p}"),
+                None => first.to_string(),
+            }))
+        }
+        None => Ok(Value::String(s)),
+    }
+}
+
+fn ctx_external_url() -> String {
+    CTX.with(|c| {
+        c.borrow()
+            .as_ref()
+            .map(|c| c.external_url.clone())
+            .unwrap_or_default()
+    })
+}
+
+fn path_prefix(_args: &[Value]) -> Result<Value, FuncError> {
+    let u = ctx_external_url();
+    let path = url::Url::parse(&u)
+        .map(|u| u.path().trim_end_matches('/').to_string())
+        .unwrap_or_default();
+    Ok(Value::String(path))
+}
+
+fn external_url(_args: &[Value]) -> Result<Value, FuncError> {
+    Ok(Value::String(ctx_external_url()))
+}
+
+fn graph_link_tab(args: &[Value], tab: u8) -> Result<Value, FuncError> {
+    let expr = arg_str(args, 0)?;
+    let q: String = url::form_urlencoded::byte_serialize(expr.as_bytes()).collect();
+    Ok(Value::String(format!("/graph?g0.expr={q}&g0.tab={tab}")))
+}
+
+fn graph_link(args: &[Value]) -> Result<Value, FuncError> {
+    graph_link_tab(args, 0)
+}
+
+fn table_link(args: &[Value]) -> Result<Value, FuncError> {
+    graph_link_tab(args, 1)
+}
+
+fn parse_duration(args: &[Value]) -> Result<Value, FuncError> {
+    let s = arg_str(args, 0)?;
+    let ms = inferdb_query::parser::parse_model_duration_ms(&s).map_err(generic)?;
+    Ok(float_value(ms as f64 / 1000.0))
+}
+
+/// Runs the template named by the first argument, defined in the same text, with the second
+/// as its data.
+fn tmpl(args: &[Value]) -> Result<Value, FuncError> {
+    let which = arg_str(args, 0)?;
+    let data = args.get(1).cloned().unwrap_or(Value::Nil);
+    let (name, text) = CTX.with(|c| {
+        c.borrow()
+            .as_ref()
+            .map(|c| (c.name.clone(), c.text.clone()))
+            .unwrap_or_default()
+    });
+    let mut t = new_template(&name);
+    t.parse(text).map_err(|e| generic(e.to_string()))?;
+    if !t.tree_set.contains_key(&which) {
+        return Err(generic(format!("html/template: {which:?} is undefined")));
+    }
+    t.name = which;
+    let out = t
+        .render(&Context::from(data))
+        .map_err(|e| generic(e.to_string()))?;
+    Ok(safe(out))
 }
 
 fn strip_port(args: &[Value]) -> Result<Value, FuncError> {
     let s = arg_str(args, 0)?;
     if let Some(rest) = s.strip_prefix('[') {
-        if let Some((host, _)) = rest.split_once(']') {
-            return Ok(Value::String(host.to_string()));
-        }
+        // Go's net.SplitHostPort: "[host]:port", the port without colons
+        return Ok(Value::String(match rest.split_once("]:") {
+            Some((host, port)) if !port.contains(':') && !host.contains(['[', ']']) => {
+                host.to_string()
+            }
+            _ => s,
+        }));
     }
     match s.rsplit_once(':') {
         Some((host, _)) if !host.contains(':') => Ok(Value::String(host.to_string())),
@@ -348,17 +897,17 @@ fn strip_port(args: &[Value]) -> Result<Value, FuncError> {
 fn sample_value(labels: &[(String, String)], v: f64) -> Value {
     let mut m = HashMap::new();
     m.insert("Labels".to_string(), map_value(labels));
-    m.insert("Value".to_string(), Value::from(v));
+    m.insert("Value".to_string(), float_value(v));
     Value::Object(m)
 }
 
 fn query_fn(args: &[Value]) -> Result<Value, FuncError> {
     let q = arg_str(args, 0)?;
-    let ptr = QUERY.with(|s| *s.borrow());
+    let ptr = CTX.with(|s| s.borrow().as_ref().and_then(|c| c.query));
     let Some(ptr) = ptr else {
         return Err(generic("query function not available"));
     };
-    // SAFETY: set by `expand_alert` for the duration of the render that calls this.
+    // SAFETY: set by `render` for the duration of the render that calls this.
     let f = unsafe { &*ptr };
     let res = f(&q).map_err(generic)?;
     Ok(Value::Array(
@@ -396,6 +945,33 @@ fn value(args: &[Value]) -> Result<Value, FuncError> {
         }
     }
     Err(generic("value() called without a sample"))
+}
+
+fn strvalue(args: &[Value]) -> Result<Value, FuncError> {
+    label(&[
+        Value::from("__value__"),
+        args.first().cloned().unwrap_or(Value::Nil),
+    ])
+}
+
+fn sort_by_label(args: &[Value]) -> Result<Value, FuncError> {
+    let name = arg_str(args, 0)?;
+    let Some(Value::Array(samples)) = args.get(1) else {
+        return Err(generic("sortByLabel called without a query result"));
+    };
+    let key = |v: &Value| match v {
+        Value::Object(m) => match m.get("Labels") {
+            Some(Value::Map(l)) => match l.get(&name) {
+                Some(Value::String(s)) => s.clone(),
+                _ => String::new(),
+            },
+            _ => String::new(),
+        },
+        _ => String::new(),
+    };
+    let mut sorted = samples.clone();
+    sorted.sort_by_key(|v| key(v));
+    Ok(Value::Array(sorted))
 }
 
 fn args(args: &[Value]) -> Result<Value, FuncError> {
