@@ -59,15 +59,6 @@ pub(crate) async fn alerts() -> Response {
     success("{\"alerts\":[]}", &[], &[])
 }
 
-/// Handles GET `/api/v1/alertmanagers`.
-pub(crate) async fn alertmanagers() -> Response {
-    success(
-        "{\"activeAlertmanagers\":[],\"droppedAlertmanagers\":[]}",
-        &[],
-        &[],
-    )
-}
-
 /// Handles `/-/healthy`.
 pub(crate) async fn healthy() -> Response {
     (StatusCode::OK, "inferdb is Healthy.\n").into_response()

@@ -17,6 +17,7 @@ pub mod startup;
 pub mod tls;
 pub mod web_urls;
 
+mod alertmanagers;
 mod insights;
 mod labels;
 mod metadata;

@@ -116,6 +116,7 @@ struct Inner {
     ready: AtomicBool,
     remote: std::sync::OnceLock<Arc<crate::remote::receiver::RemoteStore>>,
     wal_replay: std::sync::OnceLock<Arc<inferdb_storage::ReplayProgress>>,
+    notifier: std::sync::OnceLock<crate::notifier::Notifier>,
     /// Queries (see [`InlineKey`]) that did not finish within [`INLINE_BUDGET`] last time.
     too_big_inline: Mutex<std::collections::HashSet<u64>>,
 }
@@ -145,6 +146,7 @@ impl ApiState {
                 ready: AtomicBool::new(true),
                 remote: std::sync::OnceLock::new(),
                 wal_replay: std::sync::OnceLock::new(),
+                notifier: std::sync::OnceLock::new(),
                 too_big_inline: Mutex::new(std::collections::HashSet::new()),
             }),
         }
@@ -175,6 +177,16 @@ impl ApiState {
     /// `/api/v1/read`); without one both answer 404. Only the first call takes effect.
     pub fn set_remote(&self, remote: Arc<crate::remote::receiver::RemoteStore>) {
         let _ = self.inner.remote.set(remote);
+    }
+
+    /// Attaches the notifier whose Alertmanagers `/api/v1/alertmanagers` lists; only the
+    /// first call takes effect.
+    pub fn set_notifier(&self, notifier: crate::notifier::Notifier) {
+        let _ = self.inner.notifier.set(notifier);
+    }
+
+    pub(crate) fn notifier(&self) -> Option<&crate::notifier::Notifier> {
+        self.inner.notifier.get()
     }
 
     pub(crate) fn remote(&self) -> Option<&Arc<crate::remote::receiver::RemoteStore>> {
@@ -463,7 +475,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/targets", get(targets::handle))
         .route("/rules", get(misc::rules))
         .route("/alerts", get(misc::alerts))
-        .route("/alertmanagers", get(misc::alertmanagers))
+        .route("/alertmanagers", get(super::alertmanagers::handle))
         .route("/status/buildinfo", get(status::buildinfo))
         .route("/status/runtimeinfo", get(status::runtimeinfo))
         .route("/status/flags", get(status::flags))

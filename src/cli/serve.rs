@@ -166,6 +166,22 @@ pub struct ServeArgs {
         default_value = "1m"
     )]
     pub remote_flush_deadline: String,
+    /// How many alerts waiting for Alertmanager are kept; the oldest are dropped beyond it.
+    #[arg(
+        long = "alertmanager.notification-queue-capacity",
+        value_name = "N",
+        default_value_t = crate::notifier::DEFAULT_QUEUE_CAPACITY
+    )]
+    pub notification_queue_capacity: usize,
+    /// Send the alerts still queued for Alertmanager when shutting down (otherwise they are
+    /// dropped).
+    #[arg(
+        long = "alertmanager.drain-notification-queue-on-shutdown",
+        value_name = "BOOL",
+        default_value_t = true,
+        action = clap::ArgAction::Set
+    )]
+    pub drain_notification_queue: bool,
     /// Prometheus' console template flags: refused (inferdb serves no console templates).
     #[arg(
         long = "web.console.libraries",
@@ -440,6 +456,14 @@ impl ServeArgs {
             self.max_connections.to_string(),
         );
         flags.insert("web.read-timeout".into(), self.read_timeout.clone());
+        flags.insert(
+            "alertmanager.notification-queue-capacity".into(),
+            self.notification_queue_capacity.to_string(),
+        );
+        flags.insert(
+            "alertmanager.drain-notification-queue-on-shutdown".into(),
+            self.drain_notification_queue.to_string(),
+        );
         if self.max_connections == 0 {
             return Err(anyhow!("--web.max-connections must be at least 1"));
         }
@@ -676,6 +700,19 @@ impl ServeArgs {
             cfg_tx.subscribe(),
             stopped(stop_rx.clone()),
         ));
+        let notifier = crate::notifier::Notifier::new(crate::notifier::NotifierOptions {
+            queue_capacity: self.notification_queue_capacity,
+            drain_on_shutdown: self.drain_notification_queue,
+            ..Default::default()
+        });
+        notifier
+            .apply_config(&cfg_tx.borrow())
+            .context("applying the alerting configuration")?;
+        let notifier_task = tokio::spawn(crate::notifier::follow_config(
+            notifier.clone(),
+            cfg_tx.subscribe(),
+            stopped(stop_rx.clone()),
+        ));
         let view = Arc::new(ScrapeView {
             mgr: mgr.clone(),
             db: db.clone(),
@@ -717,6 +754,7 @@ impl ServeArgs {
                 ..Default::default()
             },
         )));
+        state.set_notifier(notifier.clone());
         state.set_wal_replay(progress);
         startup.ready(state);
         tracing::info!("Server is ready to receive web requests.");
@@ -732,6 +770,8 @@ impl ServeArgs {
         }
         let _ = scraper.await;
         mgr.stop().await;
+        let _ = notifier_task.await;
+        notifier.stop().await;
         if let Some(g) = gpu {
             let _ = g.await;
         }

@@ -13,6 +13,7 @@
 //!       api_version: v2       # default; the only version Prometheus 3 speaks
 //! ```
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
@@ -22,8 +23,9 @@ use super::http::{
     bearer_to_authorization, check_http_auth, join_dir, resolve_secret_files, Authorization,
     BasicAuth, Secret, TlsConfig,
 };
-use super::scrape::{with_unimplemented_sds, FileSdConfig, StaticConfig};
+use super::scrape::{with_other_sds, FileSdConfig, StaticConfig};
 use super::{ConfigError, PromDuration};
+use crate::discovery::client::{HeaderValues, HttpClientConfig};
 use crate::model::relabel::RelabelConfig;
 
 /// `alerting:`.
@@ -59,6 +61,17 @@ impl AlertingConfig {
             }
             if let Some(t) = &mut am.tls_config {
                 t.resolve_files(dir);
+            }
+            for h in am.http_headers.iter_mut().flat_map(|h| h.values_mut()) {
+                for f in &mut h.files {
+                    join_dir(dir, f);
+                }
+            }
+            for h in &mut am.http_sd_configs {
+                h.http.set_directory(dir);
+            }
+            for k in &mut am.kubernetes_sd_configs {
+                k.set_directory(dir);
             }
         }
     }
@@ -98,8 +111,35 @@ impl AlertingConfig {
             for r in am.relabel_configs.iter().chain(&am.alert_relabel_configs) {
                 r.validate().map_err(bad)?;
             }
+            if let Some(s) = am.unimplemented_sections().first() {
+                return Err(bad(format!(
+                    "{s} is not supported by inferdb (service discovery: static_configs, file_sd_configs, http_sd_configs, dns_sd_configs, kubernetes_sd_configs)"
+                )));
+            }
+            am.http_client_config().validate().map_err(bad)?;
         }
         Ok(())
+    }
+}
+
+impl AlertmanagerConfig {
+    /// The HTTP-client settings of the entry, in the shape every HTTP client of inferdb is
+    /// built from (after load, `bearer_token` is already `authorization`).
+    pub fn http_client_config(&self) -> HttpClientConfig {
+        HttpClientConfig {
+            basic_auth: self.basic_auth.clone(),
+            authorization: self.authorization.clone(),
+            bearer_token: self.bearer_token.clone(),
+            bearer_token_file: self.bearer_token_file.clone(),
+            tls_config: self.tls_config.clone(),
+            proxy_url: self.proxy_url.clone(),
+            no_proxy: self.no_proxy.clone(),
+            proxy_from_environment: self.proxy_from_environment,
+            follow_redirects: self.follow_redirects,
+            enable_http2: self.enable_http2.unwrap_or(true),
+            http_headers: self.http_headers.clone(),
+            ..HttpClientConfig::default_settings()
+        }
     }
 }
 
@@ -170,20 +210,33 @@ macro_rules! alertmanager_config {
             /// Rules applied to the alerts sent to these Alertmanagers.
             #[serde(default)]
             pub alert_relabel_configs: Vec<RelabelConfig>,
+            /// HTTP proxy for every request.
+            #[serde(default)]
+            pub proxy_url: Option<String>,
+            /// Hosts that bypass `proxy_url` (comma-separated).
+            #[serde(default)]
+            pub no_proxy: Option<String>,
+            /// Take the proxy from `HTTP_PROXY`/`HTTPS_PROXY`/`NO_PROXY`.
+            #[serde(default)]
+            pub proxy_from_environment: bool,
+            /// Extra request headers.
+            #[serde(default)]
+            pub http_headers: Option<BTreeMap<String, HeaderValues>>,
+            /// HTTP service discovery of Alertmanagers.
+            #[serde(default)]
+            pub http_sd_configs: Vec<crate::discovery::http::HttpSdConfig>,
+            /// DNS service discovery of Alertmanagers.
+            #[serde(default)]
+            pub dns_sd_configs: Vec<crate::discovery::dns::DnsSdConfig>,
+            /// Kubernetes service discovery of Alertmanagers.
+            #[serde(default)]
+            pub kubernetes_sd_configs: Vec<crate::discovery::kubernetes::KubernetesSdConfig>,
             #[serde(default)]
             oauth2: Option<serde_yaml::Value>,
             #[serde(default)]
             sigv4: Option<serde_yaml::Value>,
             #[serde(default)]
-            proxy_url: Option<serde_yaml::Value>,
-            #[serde(default)]
-            no_proxy: Option<serde_yaml::Value>,
-            #[serde(default)]
-            proxy_from_environment: Option<serde_yaml::Value>,
-            #[serde(default)]
             proxy_connect_header: Option<serde_yaml::Value>,
-            #[serde(default)]
-            http_headers: Option<serde_yaml::Value>,
             $(
                 #[serde(default)]
                 $sd: Option<serde_yaml::Value>,
@@ -191,17 +244,13 @@ macro_rules! alertmanager_config {
         }
 
         impl AlertmanagerConfig {
-            /// The settings given that inferdb does not implement, for the warning.
+            /// The settings given that inferdb does not implement: refused at load.
             pub(crate) fn unimplemented_sections(&self) -> Vec<&'static str> {
                 let mut v = vec![];
                 for (name, present) in [
                     ("oauth2", self.oauth2.is_some()),
                     ("sigv4", self.sigv4.is_some()),
-                    ("proxy_url", self.proxy_url.is_some()),
-                    ("no_proxy", self.no_proxy.is_some()),
-                    ("proxy_from_environment", self.proxy_from_environment.is_some()),
                     ("proxy_connect_header", self.proxy_connect_header.is_some()),
-                    ("http_headers", self.http_headers.is_some()),
                 ] {
                     if present {
                         v.push(name);
@@ -214,7 +263,7 @@ macro_rules! alertmanager_config {
     };
 }
 
-with_unimplemented_sds!(alertmanager_config);
+with_other_sds!(alertmanager_config);
 
 #[cfg(test)]
 mod tests {
@@ -286,17 +335,50 @@ alerting:
     }
 
     #[test]
-    fn unimplemented_discoveries_are_named_in_the_warning() {
+    fn discoveries_and_client_settings_inferdb_lacks_are_refused() {
+        for (yaml, want) in [
+            (
+                "{consul_sd_configs: [{server: 'c:8500'}]}",
+                "consul_sd_configs is not supported",
+            ),
+            ("{oauth2: {client_id: x}}", "oauth2 is not supported"),
+            ("{sigv4: {region: eu}}", "sigv4 is not supported"),
+            (
+                "{no_proxy: 'a'}",
+                "no_proxy is configured, proxy_url must also",
+            ),
+        ] {
+            let e = Config::parse(&format!("alerting: {{alertmanagers: [{yaml}]}}"))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("alertmanagers[0]") && e.contains(want),
+                "{yaml}: {e}"
+            );
+        }
         let c = Config::parse(
-            "alerting: {alertmanagers: [{kubernetes_sd_configs: [{role: pod}], oauth2: {}}]}",
+            r#"
+alerting:
+  alertmanagers:
+    - kubernetes_sd_configs: [{role: pod}]
+      dns_sd_configs: [{names: [am.example], type: A, port: 9093}]
+      http_sd_configs: [{url: 'http://sd/'}]
+      proxy_url: 'http://proxy:3128'
+      http_headers: {X-Team: {values: [infra]}}
+"#,
         )
         .unwrap();
-        let w = c.warnings.join("\n");
-        assert!(
-            w.contains("kubernetes_sd_configs (alertmanagers[0])"),
-            "{w}"
+        let am = &c.alerting.alertmanagers[0];
+        assert_eq!(
+            (
+                am.kubernetes_sd_configs.len(),
+                am.dns_sd_configs.len(),
+                am.http_sd_configs.len()
+            ),
+            (1, 1, 1)
         );
-        assert!(w.contains("oauth2 (alertmanagers[0])"), "{w}");
-        assert!(w.contains("alerting"), "{w}");
+        let h = am.http_client_config();
+        assert_eq!(h.proxy_url.as_deref(), Some("http://proxy:3128"));
+        assert!(h.client().is_ok());
     }
 }

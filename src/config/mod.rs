@@ -393,11 +393,6 @@ impl Config {
                 )));
             }
         }
-        for (i, am) in self.alerting.alertmanagers.iter().enumerate() {
-            for s in am.unimplemented_sections() {
-                unimpl.push(format!("{s} (alertmanagers[{i}])"));
-            }
-        }
         if !unimpl.is_empty() {
             self.warnings.push(format!(
                 "configuration sections not implemented by inferdb and ignored: {}",

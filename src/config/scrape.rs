@@ -239,19 +239,7 @@ macro_rules! with_other_sds {
     };
 }
 
-/// Calls the macro `$m` with the names of the service discoveries Alertmanager entries
-/// accept raw and name in the warning: all but static and file.
-macro_rules! with_unimplemented_sds {
-    ($m:ident) => {
-        $crate::config::scrape::with_other_sds!(
-            $m,
-            dns_sd_configs,
-            http_sd_configs,
-            kubernetes_sd_configs
-        );
-    };
-}
-pub(crate) use {with_other_sds, with_unimplemented_sds};
+pub(crate) use with_other_sds;
 
 // jobs refuse the service discoveries inferdb lacks, naming them
 with_other_sds!(scrape_config);

@@ -239,6 +239,27 @@ impl Notifier {
     }
 }
 
+/// Applies every configuration `configs` receives after the current one (reloads) until
+/// `stop` completes; a configuration the notifier refuses is logged and the previous one
+/// stays.
+pub async fn follow_config(
+    notifier: Notifier,
+    mut configs: watch::Receiver<Config>,
+    stop: impl std::future::Future<Output = ()>,
+) {
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            r = configs.changed() => if r.is_err() { return },
+            _ = &mut stop => return,
+        }
+        let cfg = configs.borrow_and_update().clone();
+        if let Err(e) = notifier.apply_config(&cfg) {
+            tracing::error!(err = %e, "Error applying the alerting configuration to the notifier");
+        }
+    }
+}
+
 /// Prometheus' `relabelAlerts`: each alert gets the external labels it lacks, then `rules`;
 /// alerts the rules drop are left out.
 fn relabel_alerts(rules: &[RelabelConfig], external: &LabelMap, alerts: Vec<Alert>) -> Vec<Alert> {

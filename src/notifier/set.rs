@@ -1,8 +1,9 @@
 //! One `alerting.alertmanagers` entry at run time (Prometheus' `alertmanagerSet`): its HTTP
 //! client (basic auth, authorization, TLS, redirects through the shared client settings of
-//! [`crate::discovery::client`]), its discovery (`static_configs` in place, each
-//! `file_sd_configs` entry as the discovery module's file provider) and the Alertmanager
-//! URLs found, after the entry's `relabel_configs`.
+//! [`crate::discovery::client`]), its discovery (`static_configs` in place; each
+//! `file_sd_configs`, `http_sd_configs`, `dns_sd_configs` and `kubernetes_sd_configs` entry
+//! as the discovery module's provider) and the Alertmanager URLs found, after the entry's
+//! `relabel_configs`.
 
 use bytes::Bytes;
 use parking_lot::RwLock;
@@ -11,7 +12,7 @@ use tokio::sync::watch;
 use super::stats::Stats;
 use crate::config::alerting::AlertmanagerConfig;
 use crate::discovery::client::{error_chain, HttpClientConfig};
-use crate::discovery::{file, TargetGroup, Updater, ADDRESS_LABEL};
+use crate::discovery::{dns, file, http, kubernetes, TargetGroup, Updater, ADDRESS_LABEL};
 use crate::model::relabel::{relabel, LabelMap};
 
 /// Prometheus' label holding the path alerts are posted to.
@@ -59,13 +60,7 @@ impl AlertmanagerSet {
         cfg: &AlertmanagerConfig,
         changed: &watch::Sender<u64>,
     ) -> Result<AlertmanagerSet, String> {
-        let http = HttpClientConfig {
-            basic_auth: cfg.basic_auth.clone(),
-            authorization: cfg.authorization.clone(),
-            tls_config: cfg.tls_config.clone(),
-            follow_redirects: cfg.follow_redirects,
-            ..HttpClientConfig::default_settings()
-        };
+        let http = cfg.http_client_config();
         http.validate()?;
         let client = http.client()?;
         let statics = cfg
@@ -74,15 +69,24 @@ impl AlertmanagerSet {
             .enumerate()
             .map(|(i, s)| TargetGroup::from_addresses(i.to_string(), &s.targets, s.labels.clone()))
             .collect();
-        let providers = cfg
-            .file_sd_configs
-            .iter()
-            .map(|f| {
-                let up = Updater::new(changed.clone());
-                let task = file::start(f.clone(), up.clone());
-                (up, task)
-            })
-            .collect();
+        let mut providers = vec![];
+        let mut add = |start: &dyn Fn(Updater) -> tokio::task::AbortHandle| {
+            let up = Updater::new(changed.clone());
+            let task = start(up.clone());
+            providers.push((up, task));
+        };
+        for c in &cfg.file_sd_configs {
+            add(&|up| file::start(c.clone(), up));
+        }
+        for c in &cfg.http_sd_configs {
+            add(&|up| http::start(c.clone(), up));
+        }
+        for c in &cfg.dns_sd_configs {
+            add(&|up| dns::start(c.clone(), up));
+        }
+        for c in &cfg.kubernetes_sd_configs {
+            add(&|up| kubernetes::start(c.clone(), up));
+        }
         Ok(AlertmanagerSet {
             key: config_key(cfg),
             cfg: cfg.clone(),

@@ -260,3 +260,142 @@ alerting:
     )));
     n.stop().await;
 }
+
+#[tokio::test]
+async fn a_full_queue_drops_the_oldest_alerts() {
+    let h = Hook::start().await;
+    let n = Notifier::new(NotifierOptions {
+        queue_capacity: 5,
+        ..Default::default()
+    });
+    n.apply_config(&config(&format!(
+        "alerting: {{alertmanagers: [{{static_configs: [{{targets: ['{}']}}]}}]}}",
+        h.addr
+    )))
+    .unwrap();
+    let dropped = || n.inner.stats.dropped.get();
+    let before = dropped();
+    // a batch larger than the queue keeps its newest alerts
+    h.hold().await;
+    n.send((100..108).map(|i| alert("A", i)).collect());
+    // the first batch is in flight (held); the queue fills behind it
+    for _ in 0..500 {
+        if n.queue_len() == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(n.queue_len(), 0);
+    n.send((0..4).map(|i| alert("A", i)).collect());
+    n.send((4..7).map(|i| alert("A", i)).collect());
+    assert_eq!(n.queue_len(), 5);
+    assert!(dropped() >= before + 3 + 2);
+    h.release();
+    let reqs = h.wait_requests(2).await;
+    assert_eq!(indices(&reqs), [103, 104, 105, 106, 107, 2, 3, 4, 5, 6]);
+    n.stop().await;
+}
+
+#[tokio::test]
+async fn reload_keeps_the_queue_and_follows_the_new_alertmanagers() {
+    let (old, new) = (Hook::start().await, Hook::start().await);
+    let n = Notifier::new(NotifierOptions::default());
+    let cfg = |addr: &str, ext: &str| {
+        config(&format!(
+            "global: {{external_labels: {{site: {ext}}}}}\nalerting: {{alertmanagers: [{{static_configs: [{{targets: ['{addr}']}}]}}]}}"
+        ))
+    };
+    n.apply_config(&cfg(&old.addr, "a")).unwrap();
+    old.hold().await;
+    n.send(vec![alert("A", 0)]);
+    // alert 0 is in flight to the old Alertmanager; 1 and 2 wait in the queue
+    for _ in 0..500 {
+        if n.queue_len() == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    n.send(vec![alert("A", 1), alert("A", 2)]);
+    n.apply_config(&cfg(&new.addr, "b")).unwrap();
+    assert_eq!(
+        n.alertmanagers().0,
+        [format!("http://{}/api/v2/alerts", new.addr)]
+    );
+    old.release();
+    let reqs = new.wait_requests(1).await;
+    assert_eq!(indices(&reqs), [1, 2]);
+    // labels were attached when the alerts were queued
+    assert_eq!(reqs[0].body[0]["labels"]["site"], "a");
+    assert_eq!(indices(&old.wait_requests(1).await), [0]);
+    n.send(vec![alert("A", 3)]);
+    let reqs = new.wait_requests(2).await;
+    assert_eq!(reqs[1].body[0]["labels"]["site"], "b");
+    n.stop().await;
+}
+
+#[tokio::test]
+async fn file_discovery_relabelling_and_per_entry_alert_relabelling() {
+    let (h1, h2) = (Hook::start().await, Hook::start().await);
+    let dir = tempfile::tempdir().unwrap();
+    let sd = dir.path().join("am.yml");
+    std::fs::write(
+        &sd,
+        format!("- targets: ['{}']\n  labels: {{team: infra}}\n", h1.addr),
+    )
+    .unwrap();
+    let n = Notifier::new(NotifierOptions::default());
+    n.apply_config(&config(&format!(
+        r#"
+alerting:
+  alertmanagers:
+    - file_sd_configs: [{{files: ['{}'], refresh_interval: 100ms}}]
+      relabel_configs: [{{source_labels: [team], regex: drop, action: drop}}]
+      alert_relabel_configs: [{{source_labels: [severity], regex: page, action: keep}}]
+"#,
+        sd.display()
+    )))
+    .unwrap();
+    let url = |a: &str| format!("http://{a}/api/v2/alerts");
+    assert_eq!(n.alertmanagers(), (vec![url(&h1.addr)], vec![]));
+    let page = |i: usize| Alert {
+        labels: Labels::from_pairs([
+            ("alertname", "A".to_string()),
+            ("i", i.to_string()),
+            ("severity", "page".into()),
+        ]),
+        ..alert("A", i)
+    };
+    n.send(vec![alert("A", 0), page(1)]);
+    assert_eq!(indices(&h1.wait_requests(1).await), [1]);
+    // the file changes: one Alertmanager kept, one dropped by relabelling
+    std::fs::write(
+        &sd,
+        format!(
+            "- targets: ['{}']\n- targets: ['{}']\n  labels: {{team: drop}}\n",
+            h2.addr, h1.addr
+        ),
+    )
+    .unwrap();
+    for _ in 0..300 {
+        if n.alertmanagers().0 == [url(&h2.addr)] {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        n.alertmanagers(),
+        (vec![url(&h2.addr)], vec![url(&h1.addr)])
+    );
+    n.send(vec![page(2)]);
+    assert_eq!(indices(&h2.wait_requests(1).await), [2]);
+    assert_eq!(h1.got.lock().len(), 1);
+    n.stop().await;
+}
+
+#[test]
+fn generator_url_is_prometheus_table_link() {
+    assert_eq!(
+        generator_url("https://mon.example/prom", "rate(x{a=\"b\"}[5m]) > 0.5 * ~1"),
+        "https://mon.example/prom/graph?g0.expr=rate%28x%7Ba%3D%22b%22%7D%5B5m%5D%29+%3E+0.5+%2A+~1&g0.tab=1"
+    );
+}
