@@ -5,5 +5,5 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    inferdb_storage::chunk::fuzz_decode(data);
+    inferdb_storage::fuzzing::chunk_decode(data);
 });

@@ -5,5 +5,5 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let _ = inferdb_storage::index::fuzz_index_read(data);
+    let _ = inferdb_storage::fuzzing::index_read(data);
 });

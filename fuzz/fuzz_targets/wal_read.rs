@@ -5,5 +5,5 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    inferdb_storage::wal::fuzz_decode(data);
+    inferdb_storage::fuzzing::wal_decode(data);
 });

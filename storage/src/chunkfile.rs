@@ -216,11 +216,6 @@ impl ChunkFileReader {
         })
     }
 
-    /// The folder read from.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
     fn segment(&self, seq: u32) -> Option<&Segment> {
         self.segments
             .binary_search_by_key(&seq, |s| s.seq)

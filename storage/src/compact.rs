@@ -26,24 +26,6 @@ pub fn default_ranges() -> Vec<i64> {
     (0..5).map(|i| BASE_RANGE_MS * 3i64.pow(i)).collect()
 }
 
-/// Ranges as Prometheus derives them from the retention: exponential (×3) from 2 h, capped at
-/// a tenth of the retention and at 31 days (at least the base range is kept).
-pub fn ranges_for_retention(retention_ms: Option<i64>) -> Vec<i64> {
-    let mut cap = 31 * 24 * 3600 * 1000i64;
-    if let Some(r) = retention_ms {
-        if r > 0 {
-            cap = cap.min(r / 10);
-        }
-    }
-    let mut out = vec![BASE_RANGE_MS];
-    let mut r = BASE_RANGE_MS * 3;
-    while r <= cap && out.len() < 10 {
-        out.push(r);
-        r *= 3;
-    }
-    out
-}
-
 /// Groups of block ids to compact with the default ranges (see [`plan_with_ranges`]).
 pub fn plan(metas: &[BlockMeta]) -> Vec<Vec<String>> {
     plan_with_ranges(metas, &default_ranges())
@@ -280,13 +262,5 @@ mod tests {
         assert_eq!(plan(&metas), vec![vec!["a".to_string(), "b".into()]]);
         assert!(plan(&[m("a", 0, 2 * H)]).is_empty());
         assert!(plan(&[]).is_empty());
-    }
-
-    #[test]
-    fn retention_ranges() {
-        let r = ranges_for_retention(Some(15 * 24 * H));
-        assert_eq!(r, vec![2 * H, 6 * H, 18 * H]);
-        assert_eq!(ranges_for_retention(Some(1)), vec![2 * H]);
-        assert_eq!(ranges_for_retention(None).last().copied(), Some(486 * H));
     }
 }

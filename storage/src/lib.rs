@@ -47,20 +47,33 @@
 
 pub mod block;
 pub mod chunk;
-pub mod chunkfile;
-pub mod compact;
+mod chunkfile;
+mod compact;
 pub mod db;
-pub mod error;
+mod error;
 pub mod head;
-pub mod index;
+mod index;
 pub mod labels;
 pub mod matcher;
 pub mod observe;
-pub mod querier;
+mod querier;
 pub mod re2;
-pub mod retention;
+mod retention;
 pub mod varint;
 pub mod wal;
+
+/// Hooks for the fuzz targets (`fuzz/`) and for this crate's own integration tests: each
+/// decoder's fuzz body and the internals those tests drive directly. Behind the `fuzzing`
+/// feature; not part of the API.
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing {
+    pub use crate::chunk::fuzz_decode as chunk_decode;
+    pub use crate::chunkfile::split_ref;
+    pub use crate::compact::{compact, plan};
+    pub use crate::index::fuzz_index_read as index_read;
+    pub use crate::retention::blocks_to_delete;
+    pub use crate::wal::fuzz_decode as wal_decode;
+}
 
 pub use db::{Appender, BlockBuilder, Db, Options, SeriesRef};
 pub use error::{Error, Result};

@@ -4,8 +4,8 @@ mod block_common;
 
 use block_common::*;
 use inferdb_storage::block::{delete_block, list_block_dirs, Block, BlockMeta};
-use inferdb_storage::compact::{compact, plan};
-use inferdb_storage::retention::blocks_to_delete;
+use inferdb_storage::fuzzing::blocks_to_delete;
+use inferdb_storage::fuzzing::{compact, plan};
 use inferdb_storage::Labels;
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -5,7 +5,7 @@ mod block_common;
 
 use block_common::*;
 use inferdb_storage::block::{Block, BlockMeta};
-use inferdb_storage::chunkfile::split_ref;
+use inferdb_storage::fuzzing::split_ref;
 use inferdb_storage::{Error, Labels, Matcher};
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -181,7 +181,7 @@ fn mutated_index_bytes_never_panic() {
     let dir = tempfile::tempdir().unwrap();
     let m = small_block(dir.path(), 0, 20);
     let orig = fs::read(dir.path().join(&m.id).join("index")).unwrap();
-    assert!(inferdb_storage::index::fuzz_index_read(&orig));
+    assert!(inferdb_storage::fuzzing::index_read(&orig));
     let mut rng = Rng(7);
     let mut opened = 0;
     for _ in 0..3000 {
@@ -201,7 +201,7 @@ fn mutated_index_bytes_never_panic() {
                 b.splice(i..i, junk);
             }
         }
-        if inferdb_storage::index::fuzz_index_read(&b) {
+        if inferdb_storage::fuzzing::index_read(&b) {
             opened += 1;
         }
     }

@@ -265,7 +265,7 @@ proptest! {
         let full = b.clone();
         b.truncate(cut.index(b.len() + 1).max(full.len() * 3 / 4));
         for data in [&full[..], &b[..]] {
-            inferdb_storage::chunk::fuzz_decode(data);
+            inferdb_storage::fuzzing::chunk_decode(data);
             let Ok(mut it) = inferdb_storage::chunk::decode_unverified(data) else {
                 continue;
             };

@@ -29,7 +29,7 @@ fn chunk_decode_corpus() {
     let mut decoded = 0;
     for (path, bytes) in &files {
         eprintln!("{}", path.display());
-        inferdb_storage::chunk::fuzz_decode(bytes);
+        inferdb_storage::fuzzing::chunk_decode(bytes);
         if inferdb_storage::chunk::decode(bytes).is_ok() {
             decoded += 1;
         }
@@ -45,7 +45,7 @@ fn index_read_corpus() {
     let mut opened = 0;
     for (path, bytes) in &files {
         eprintln!("{}", path.display());
-        if inferdb_storage::index::fuzz_index_read(bytes) {
+        if inferdb_storage::fuzzing::index_read(bytes) {
             opened += 1;
         }
     }
@@ -144,7 +144,7 @@ fn wal_read_corpus() {
     let mut valid = 0;
     for (path, bytes) in &files {
         eprintln!("{}", path.display());
-        if inferdb_storage::wal::fuzz_decode(bytes) > 0 {
+        if inferdb_storage::fuzzing::wal_decode(bytes) > 0 {
             valid += 1;
         }
     }

@@ -8,7 +8,6 @@ use super::*;
 /// samples (12 bytes each: a little-endian `u32` gap, forced positive, and `u64` value bits)
 /// that must round-trip bit-exactly through [`ChunkWriter`] in every coding (panics if not:
 /// that is a bug the fuzzer reports).
-#[doc(hidden)]
 pub fn fuzz_decode(data: &[u8]) {
     let _ = encoded_len(data);
     let _ = meta(data);

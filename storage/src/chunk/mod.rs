@@ -59,6 +59,7 @@ mod bulk;
 mod cost;
 mod decoders;
 mod encoder;
+#[cfg(any(test, feature = "fuzzing"))]
 mod fuzz;
 mod header;
 mod iter;
@@ -71,6 +72,7 @@ pub use bulk::decode_into;
 use cost::*;
 use decoders::*;
 use encoder::*;
+#[cfg(any(test, feature = "fuzzing"))]
 pub use fuzz::fuzz_decode;
 pub use header::{decode, decode_unverified, encoded_len, header, meta};
 pub use iter::SampleIter;

@@ -6,7 +6,7 @@
 pub mod reader;
 pub mod writer;
 
-pub use reader::{IndexReader, SeriesEntry};
+pub use reader::IndexReader;
 pub use writer::write_index;
 
 /// Magic bytes at the start of an index file.
@@ -88,7 +88,7 @@ pub(crate) mod sets {
 /// Exercises every read path of [`IndexReader`] on arbitrary bytes (used by the `index_read`
 /// fuzz target and its corpus replay test). Returns whether the bytes opened as an index.
 /// Must never panic.
-#[doc(hidden)]
+#[cfg(any(test, feature = "fuzzing"))]
 pub fn fuzz_index_read(data: &[u8]) -> bool {
     use crate::matcher::{MatchOp, Matcher};
     let Ok(r) = IndexReader::from_bytes(data.to_vec(), "fuzz-input") else {

@@ -667,6 +667,7 @@ pub fn write_checkpoint(dir: &Path, upto: u32, records: &[u8]) -> Result<()> {
 }
 
 /// Decodes arbitrary bytes as a WAL segment; for fuzzing. Never panics.
+#[cfg(any(test, feature = "fuzzing"))]
 pub fn fuzz_decode(data: &[u8]) -> usize {
     let mut samples = Vec::new();
     let mut n = 0;
