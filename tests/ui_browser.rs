@@ -3,8 +3,12 @@
 //! connections. Every page loads with no console error (read through `goog:loggingPrefs`);
 //! the query page draws one line per model, autocompletes `vllm:` names, and restores its
 //! panels from a shared URL; the targets page shows the refused target's error; the fleet
-//! page's numbers equal the API's answers for the same expressions at the same time.
-//! Screenshots of every page at 1280x800 go to `target/tmp/ui-screenshots/`.
+//! page's numbers equal the API's answers for the same expressions at the same time; the
+//! explain tab shows the expression's tree with each node's series count as the API answers
+//! it; the simulated servers restart early, and the insights page and the fleet page show
+//! that finding. A second case runs every page under `--web.route-prefix /prom` and
+//! `--web.external-url`. Screenshots of every page at 1280x800 go to
+//! `target/tmp/ui-screenshots/`.
 
 mod common;
 
@@ -17,6 +21,7 @@ use serde_json::{json, Value};
 
 const PAGES: &[&str] = &[
     "fleet",
+    "insights",
     "query",
     "targets",
     "service-discovery",
@@ -233,7 +238,10 @@ async fn web_ui_in_chromium() {
     let port = free_port();
     let base = format!("http://127.0.0.1:{port}");
     let mut cmd = demo_command(&work.path().join("data"), port, 2);
-    cmd.arg("--config.file").arg(&yml);
+    // both servers restart 5 s in: a finding for the insights and fleet pages
+    cmd.arg("--config.file")
+        .arg(&yml)
+        .args(["--demo.scenario", "healthy,restart@5s"]);
     let mut server = Proc::spawn("inferdb", &mut cmd, work.path().join("inferdb.log"));
     server.wait_listening(port);
     let http = reqwest::Client::new();
@@ -579,6 +587,237 @@ async fn web_ui_in_chromium() {
     b.screenshot("fleet-at-time").await;
     b.assert_no_console_errors("fleet").await;
 
+    explain_tab(&b, &http, &base).await;
+    findings(&b, &http, &base).await;
+
+    b.c.close().await.unwrap();
+    server.terminate();
+}
+
+/// The explain tab: the tree of the expression from api/v1/parse_query, each node's PromQL
+/// text evaluating without error, and the series counts equal to the API's.
+async fn explain_tab(b: &Browser, http: &reqwest::Client, base: &str) {
+    let expr = "sum by (model_name) (rate(vllm:generation_tokens_total[1m])) / on (model_name) group_left () \
+                count by (model_name) (vllm:num_requests_running offset 1s) > bool 0 \
+                or max_over_time(sum(vllm:num_requests_running{job=\"vllm\"})[1m:10s]) * -1";
+    let q = form_urlencoded::Serializer::new(String::new())
+        .append_pair("g0.expr", expr)
+        .append_pair("g0.tab", "explain")
+        .finish();
+    b.c.goto(&format!("{base}/query?{q}")).await.unwrap();
+    b.wait_js(
+        "const r = [...document.querySelectorAll('li.ast-node:not([data-type$=Literal]) > .ast-line > .ast-result')]; \
+         return r.length > 0 && r.every(x => x.textContent !== '')",
+        "every node of the tree evaluated",
+    )
+    .await;
+    let nodes = b
+        .js(
+            "return [...document.querySelectorAll('li.ast-node')].map(n => [n.dataset.type, \
+             n.querySelector(':scope > .ast-line > code.ast-text').textContent, \
+             n.querySelector(':scope > .ast-line > .ast-result').textContent, \
+             n.querySelector(':scope > .ast-line > .ast-result').dataset.series ?? ''])",
+        )
+        .await;
+    let nodes: Vec<(String, String, String, String)> = serde_json::from_value(nodes).unwrap();
+    let types: Vec<&str> = nodes.iter().map(|n| n.0.as_str()).collect();
+    assert_eq!(
+        types,
+        [
+            "binaryExpr",
+            "binaryExpr",
+            "binaryExpr",
+            "aggregation",
+            "call",
+            "matrixSelector",
+            "aggregation",
+            "vectorSelector",
+            "numberLiteral",
+            "binaryExpr",
+            "call",
+            "subquery",
+            "aggregation",
+            "vectorSelector",
+            "numberLiteral",
+        ],
+        "{nodes:?}"
+    );
+    let now = format!("{:.3}", common::now_ms() as f64 / 1000.0);
+    for (kind, text, result, series) in &nodes {
+        assert!(!result.starts_with("error"), "{kind} {text}: {result}");
+        // a range vector cannot be counted: its series count is checked through its parent
+        if kind == "numberLiteral" || kind == "matrixSelector" || kind == "subquery" {
+            continue;
+        }
+        // the node's text is valid PromQL that the API answers with as many series
+        let n = api_values(
+            http,
+            base,
+            &format!("count({text}) or vector(0)"),
+            &now,
+            &[],
+        )
+        .await
+        .first()
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default();
+        assert_eq!(series, &n, "{kind} {text}: {result}");
+    }
+    // the selector's matchers are page text, the root is the whole expression
+    let page = b
+        .js("return document.querySelector('.output').innerText")
+        .await;
+    let page = page.as_str().unwrap();
+    assert!(
+        page.contains("__name__=\"vllm:num_requests_running\""),
+        "{page}"
+    );
+    assert!(page.contains("job=\"vllm\""), "{page}");
+    assert_eq!(nodes[6].2.split(' ').next(), Some("2"), "{nodes:?}");
+    b.screenshot("query-explain").await;
+    b.assert_no_console_errors("explain").await;
+}
+
+/// The servers' restart (5 s in) as a finding: on the insights page with its scope, span,
+/// summary, evidence, recommendation and query links, and on the fleet page as text and as a
+/// shaded span on the panels it concerns.
+async fn findings(b: &Browser, http: &reqwest::Client, base: &str) {
+    let report: Value = http
+        .get(format!("{base}/inferdb/v1/insights"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .map(|t| serde_json::from_str(&t).unwrap())
+        .unwrap();
+    let restarts: Vec<&Value> = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["kind"] == "restart")
+        .collect();
+    assert_eq!(restarts.len(), 2, "{report}");
+    b.c.goto(&format!("{base}/insights?range=15m"))
+        .await
+        .unwrap();
+    b.wait_js(
+        "return document.querySelectorAll('article.finding[data-kind=restart]').length === 2",
+        "restart findings on the insights page",
+    )
+    .await;
+    let cards = b
+        .js("return [...document.querySelectorAll('article.finding[data-kind=restart]')].map(a => [a.innerText, \
+             [...a.querySelectorAll('a.finding-query')].map(l => l.getAttribute('href'))])")
+        .await;
+    let cards: Vec<(String, Vec<String>)> = serde_json::from_value(cards).unwrap();
+    for f in &restarts {
+        let inst = f["scope"]["instance"].as_str().unwrap();
+        let (text, links) = cards
+            .iter()
+            .find(|(t, _)| t.contains(inst))
+            .unwrap_or_else(|| panic!("no card for {inst}: {cards:?}"));
+        for part in [
+            "INFO",
+            "Restart",
+            f["summary"].as_str().unwrap(),
+            f["recommendation"].as_str().unwrap(),
+            "UTC",
+        ] {
+            assert!(text.contains(part), "{inst}: {part:?} not in {text}");
+        }
+        for k in f["evidence"].as_object().unwrap().keys() {
+            assert!(
+                text.contains(k.as_str()),
+                "{inst}: evidence {k} not in {text}"
+            );
+        }
+        assert_eq!(links.len(), f["queries"].as_array().unwrap().len());
+        for (l, q) in links.iter().zip(f["queries"].as_array().unwrap()) {
+            let u = reqwest::Url::parse(&format!("{base}/{l}")).unwrap();
+            let params: std::collections::HashMap<_, _> = u.query_pairs().into_owned().collect();
+            assert_eq!(u.path(), "/query");
+            assert_eq!(params["g0.expr"], q.as_str().unwrap());
+            assert_eq!(params["g0.tab"], "graph");
+            assert!(params.contains_key("g0.end_input"), "{l}");
+        }
+    }
+    b.screenshot("insights").await;
+    b.assert_no_console_errors("insights").await;
+
+    b.c.goto(&format!("{base}/fleet?range=15m")).await.unwrap();
+    b.wait_js(
+        "return document.querySelector('.fleet')?.dataset.findings !== undefined",
+        "findings on the fleet page",
+    )
+    .await;
+    let listed = b
+        .js("return [...document.querySelectorAll('ul.fleet-findings li[data-kind=restart]')].map(l => l.innerText)")
+        .await;
+    let listed: Vec<String> = serde_json::from_value(listed).unwrap();
+    assert_eq!(listed.len(), 2, "{listed:?}");
+    assert!(listed.iter().all(|l| l.contains("Restart")), "{listed:?}");
+    let marked = b
+        .js(
+            "return [...document.querySelectorAll('.chart-panel')].filter(p => \
+             p.querySelector('.chart-marks .mark[data-kind=restart]')).map(p => p.dataset.panel)",
+        )
+        .await;
+    assert_eq!(marked, json!(["gen", "prompt", "running"]));
+    b.screenshot("fleet-findings").await;
+    b.assert_no_console_errors("fleet findings").await;
+}
+
+/// Every page under `--web.route-prefix /prom` and `--web.external-url .../prom`: no console
+/// error, every resource the page loads and every link it shows stays under the prefix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn web_ui_under_a_route_prefix_in_chromium() {
+    if !common::require_tools(&["chromium", "chromedriver"], "the web UI browser test") {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let base = format!("http://127.0.0.1:{port}");
+    let mut cmd = demo_command(&work.path().join("data"), port, 2);
+    cmd.arg("--web.route-prefix=/prom")
+        .arg(format!("--web.external-url={base}/prom"));
+    let mut server = Proc::spawn("inferdb", &mut cmd, work.path().join("inferdb.log"));
+    server.wait_listening(port);
+    let (_driver, b) = start_browser(work.path()).await;
+    // `/prom/` leads to a page under the prefix
+    b.c.goto(&format!("{base}/prom/")).await.unwrap();
+    let landed = b.c.current_url().await.unwrap();
+    assert!(
+        landed.path() == "/prom/fleet" || landed.path() == "/prom/query",
+        "{landed}"
+    );
+    for page in PAGES {
+        b.c.goto(&format!("{base}/prom/{page}")).await.unwrap();
+        b.wait_js(
+            "return document.querySelector('nav.top a.active') !== null && \
+             document.body.dataset.ready === '1' && !document.body.innerText.includes('Loading…')",
+            page,
+        )
+        .await;
+        let urls = b
+            .js(
+                "return performance.getEntriesByType('resource').map(e => e.name) \
+                 .concat([...document.querySelectorAll('a[href]')].map(a => a.href) \
+                 .filter(h => h.startsWith(location.origin)))",
+            )
+            .await;
+        let urls: Vec<String> = serde_json::from_value(urls).unwrap();
+        assert!(urls.len() > 10, "{page}: {urls:?}");
+        for u in &urls {
+            assert!(
+                u.starts_with(&format!("{base}/prom/")),
+                "{page}: {u} is outside the prefix"
+            );
+        }
+        b.assert_no_console_errors(&format!("{page} under /prom"))
+            .await;
+    }
+    b.screenshot("prefix-targets").await;
     b.c.close().await.unwrap();
     server.terminate();
 }

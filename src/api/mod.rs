@@ -22,6 +22,7 @@ mod insights;
 mod labels;
 mod metadata;
 mod misc;
+mod parse_query;
 mod query;
 mod query_range;
 mod read;

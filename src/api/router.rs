@@ -415,6 +415,7 @@ fn handler_name(path: &str) -> &'static str {
         "/api/v1/query_range",
         "/api/v1/query_exemplars",
         "/api/v1/format_query",
+        "/api/v1/parse_query",
         "/api/v1/series",
         "/api/v1/labels",
         "/api/v1/metadata",
@@ -467,6 +468,10 @@ pub fn router(state: ApiState) -> Router {
         .route(
             "/format_query",
             get(misc::format_query).post(misc::format_query),
+        )
+        .route(
+            "/parse_query",
+            get(super::parse_query::handle).post(super::parse_query::handle),
         )
         .route("/series", get(series::handle).post(series::handle))
         .route("/labels", get(labels::names).post(labels::names))

@@ -26,6 +26,7 @@ use crate::api::ApiState;
 pub const PAGES: &[(&str, &str)] = &[
     ("query", "Query"),
     ("fleet", "vLLM fleet"),
+    ("insights", "Insights"),
     ("targets", "Targets"),
     ("service-discovery", "Service discovery"),
     ("rules", "Rules"),
@@ -62,7 +63,9 @@ const ASSETS: &[Asset] = &[
     asset!("util.js", JS),
     asset!("chart.js", JS),
     asset!("query.js", JS),
+    asset!("explain.js", JS),
     asset!("fleet.js", JS),
+    asset!("insights.js", JS),
     asset!("status.js", JS),
     asset!("style.css", CSS),
     asset!("favicon.svg", "image/svg+xml"),

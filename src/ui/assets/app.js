@@ -3,10 +3,12 @@
 import {el, notice, ready} from './util.js';
 import * as query from './query.js';
 import * as fleet from './fleet.js';
+import * as insights from './insights.js';
 import {PAGES} from './status.js';
 
 const NAV = [
   ['fleet', 'Fleet'],
+  ['insights', 'Insights'],
   ['query', 'Query'],
   ['alerts', 'Alerts'],
   ['rules', 'Rules'],
@@ -28,6 +30,7 @@ function main() {
     let done;
     if (page === 'query') done = query.render(root).loaded;
     else if (page === 'fleet') done = fleet.render(root).loaded;
+    else if (page === 'insights') done = insights.render(root).loaded;
     else if (PAGES[page]) done = PAGES[page](root);
     else root.append(notice('error', `Unknown page ${page}`));
     Promise.resolve(done).then(ready);

@@ -44,7 +44,7 @@ export function legendText(metric, dropName) {
 /**
  * Draws `result` (a matrix) into `host`; returns the uPlot instance (or null when empty).
  * opts: {start, end, step (seconds), stacked, unit, height, legend (fn metric -> text),
- * style (fn (metric, i) -> {stroke, dash})}.
+ * style (fn (metric, i) -> {stroke, dash}), marks (time spans shaded, see drawMarks)}.
  */
 export function drawChart(host, result, opts) {
   host.replaceChildren();
@@ -80,14 +80,15 @@ export function drawChart(host, result, opts) {
     // stacked: each series' area fills down to the one below it, not to zero
     bands: opts.stacked ? result.slice(1).map((_, i) => ({series: [i + 2, i + 1]})) : [],
     cursor: {drag: {x: true, y: false}},
-    hooks: opts.onZoom ? {setSelect: [(u) => {
+    hooks: Object.assign({drawAxes: [drawMarks]}, opts.onZoom ? {setSelect: [(u) => {
       if (u.select.width > 2) {
         const a = u.posToVal(u.select.left, 'x');
         const b = u.posToVal(u.select.left + u.select.width, 'x');
         opts.onZoom(a, b);
       }
-    }]} : {},
+    }]} : {}),
   }, [xs].concat(data), host);
+  u.marks = opts.marks || [];
   const ro = new ResizeObserver(() => {
     const w = host.clientWidth;
     if (w > 0 && Math.abs(w - u.width) > 4) u.setSize({width: w, height: u.height});
@@ -95,6 +96,32 @@ export function drawChart(host, result, opts) {
   ro.observe(host);
   host.dataset.series = String(result.length);
   return u;
+}
+
+/**
+ * Shades the time spans of `u.marks` ([{start, end (Unix seconds), color}]) behind the
+ * series; a span shorter than 2 pixels shows as a 2-pixel line.
+ */
+function drawMarks(u) {
+  if (!u.marks || !u.marks.length) return;
+  const {left, top, width, height} = u.bbox;
+  const ctx = u.ctx;
+  ctx.save();
+  for (const m of u.marks) {
+    let x0 = Math.max(left, u.valToPos(m.start, 'x', true));
+    let x1 = Math.min(left + width, u.valToPos(m.end, 'x', true));
+    if (x1 < left || x0 > left + width) continue;
+    if (x1 - x0 < 2) x1 = x0 + 2;
+    ctx.fillStyle = m.color;
+    ctx.fillRect(x0, top, x1 - x0, height);
+  }
+  ctx.restore();
+}
+
+/** Replaces the shaded spans of chart `u` (see drawMarks) and redraws it. */
+export function setMarks(u, marks) {
+  u.marks = marks;
+  u.redraw(false, false);
 }
 
 /** A short note in place of a chart. */

@@ -1,11 +1,14 @@
 // The vLLM fleet page: per model (or per model and instance) over a chosen range, with
 // auto-refresh: tokens/s, latency quantiles, KV cache, prefix-cache hits, preemptions, queue,
 // time in system by Little's law, GPUs. Every expression reads old and new vLLM metric names,
-// every panel links to its expressions on the query page, and an empty panel says why.
+// every panel links to its expressions on the query page, and an empty panel says why. The
+// findings of inferdb/v1/insights over the range are listed and shaded on the panels they
+// concern.
 
 import {el, api, formatHuman, formatDuration, parseDuration, notice, heading} from './util.js';
-import {drawChart, emptyChart, color} from './chart.js';
+import {drawChart, emptyChart, color, setMarks} from './chart.js';
 import {writePanels} from './query.js';
+import {fetchFindings, findingLink, scopeText, spanText, KIND_TITLES} from './insights.js';
 
 const RANGES = ['15m', '1h', '3h', '6h', '12h', '1d', '2d', '7d'];
 const REFRESH = ['off', '5s', '15s', '30s', '1m', '5m'];
@@ -51,6 +54,19 @@ export function expressions(g, w) {
         ` / sum by (${g}) (rate(vllm:request_success_total[${w}]))`},
   };
 }
+
+/** The panels on which each kind of finding is shaded. */
+const KIND_PANELS = {
+  kv_cache_pressure: ['kv', 'preempt', 'itl', 'gen'],
+  prefix_cache_collapse: ['prefix', 'kv', 'ttft'],
+  queueing: ['waiting', 'running', 'little', 'ttft'],
+  underutilized: ['running', 'gen', 'gpu_util'],
+  slo_breach: ['ttft', 'itl', 'e2e'],
+  restart: ['gen', 'prompt', 'running'],
+  target_down: ['gen', 'prompt', 'running'],
+};
+const MARK_COLORS = {critical: 'rgba(179, 38, 30, 0.18)', warning: 'rgba(224, 160, 48, 0.24)', info: 'rgba(43, 76, 126, 0.14)'};
+const SWATCH_COLORS = {critical: '#b3261e', warning: '#e0a030', info: '#2b4c7e'};
 
 const GPU_REASON = 'No DCGM_FI_DEV_* series in this range: inferdb samples GPUs through NVML, ' +
   'which is not available on this host (or serve runs with --no-gpu), and no dcgm-exporter target is scraped.';
@@ -153,6 +169,8 @@ class FleetPage {
     const now = this.time ?? Date.now() / 1000;
     const end = Math.floor(now / step) * step;
     const start = end - range;
+    // the findings of the range, fetched beside the panels and drawn on them once both are in
+    const findings = fetchFindings(start, end, '').then((r) => r.findings, (e) => ({error: e}));
     const interval = await this.scrapeInterval();
     // windows: four scrapes at least (as Grafana's $__rate_interval), two steps on long ranges
     const wTable = formatDuration(Math.max(60, 4 * interval));
@@ -182,7 +200,9 @@ class FleetPage {
       ['Queue', ['running', 'waiting', 'preempt', 'little']],
     ];
     const view = {start, end, step, range};
-    const nodes = [table];
+    const findingsBox = el('div', {class: 'fleet-findings-box'}, el('div', {class: 'empty'}, 'Looking for findings…'));
+    this.panels = new Map();
+    const nodes = [table, el('h2', {}, 'Findings in this range'), findingsBox];
     const jobs = [];
     for (const [title, ids] of sections) {
       const grid = el('div', {class: 'chart-grid'});
@@ -200,6 +220,38 @@ class FleetPage {
     this.onLoaded();
     this.updated.textContent = `Updated ${new Date().toLocaleTimeString()} · rate windows ${wTable} (table), ${wChart} (charts)`;
     this.schedule();
+    const fs = await findings;
+    if (seq === this.seq) this.showFindings(fs, findingsBox);
+  }
+
+  /** Lists the findings (or why there are none) and shades them on the panels they concern. */
+  showFindings(fs, box) {
+    if (fs.error) {
+      box.replaceChildren(notice('warning', `Findings unavailable: ${fs.error.message}`));
+      this.body.dataset.findings = 'error';
+      return;
+    }
+    const details = 'insights?' + new URLSearchParams({range: this.range});
+    this.body.dataset.findings = String(fs.length);
+    if (!fs.length) {
+      box.replaceChildren(el('div', {class: 'empty'}, 'No findings in this range: no KV-cache pressure, prefix-cache collapse, ' +
+        'queueing, idle capacity, restart or target down. ', el('a', {href: details}, 'See the insights page.')));
+    } else {
+      box.replaceChildren(el('ul', {class: 'fleet-findings'}, fs.map((f) => el('li', {'data-kind': f.kind, 'data-severity': f.severity},
+        el('span', {class: 'marker-swatch', style: `background: ${SWATCH_COLORS[f.severity]}`}),
+        el('strong', {}, `${KIND_TITLES[f.kind] || f.kind}`), ` (${f.severity}) — ${scopeText(f.scope)}, ${spanText(f)}: ${f.summary} `,
+        f.queries.length ? el('a', {href: findingLink(f)}, 'graph ↗') : null, ' · ',
+        el('a', {href: details}, 'details')))));
+    }
+    for (const [id, {chart, box: panel}] of this.panels) {
+      const marks = fs.filter((f) => (KIND_PANELS[f.kind] || []).includes(id));
+      panel.querySelector('.chart-marks')?.remove();
+      if (chart) setMarks(chart, marks.map((f) => ({start: f.start, end: f.end, color: MARK_COLORS[f.severity]})));
+      if (!marks.length) continue;
+      panel.querySelector('.chart-head').after(el('p', {class: 'chart-marks'}, 'Shaded: ', marks.map((f) => el('span', {class: 'mark', 'data-kind': f.kind},
+        el('span', {class: 'marker-swatch', style: `background: ${SWATCH_COLORS[f.severity]}`}),
+        `${KIND_TITLES[f.kind] || f.kind} (${scopeText(f.scope)}) ${spanText(f, true)}`))));
+    }
   }
 
   /** The table of current values, one row per model (or model and instance). */
@@ -259,6 +311,7 @@ class FleetPage {
         el('a', {class: 'to-query', href: queryLink(exprs, view.range), title: 'Open on the query page'}, 'query ↗')),
       p.help ? el('p', {class: 'help'}, p.help) : null, host);
     grid.append(box);
+    this.panels.set(id, {chart: null, box});
     try {
       const answers = await Promise.all(exprs.map((q) => api('api/v1/query_range',
         {query: q, start: view.start, end: view.end, step: view.step}, {post: true})));
@@ -279,7 +332,10 @@ class FleetPage {
       const chart = drawChart(host, result, {start: view.start, end: view.end, step: view.step, unit: p.unit, height: 200,
         legend: legendOf,
         style: (m) => ({stroke: color(groups.indexOf(groupKey(m))), dash: DASH[m.quantile]})});
-      if (chart) this.charts.push(chart);
+      if (chart) {
+        this.charts.push(chart);
+        this.panels.set(id, {chart, box});
+      }
     } catch (e) {
       host.replaceChildren(notice('error', `Error: ${e.message}`));
     }

@@ -1,10 +1,12 @@
 // The query page: panels with an expression editor (autocomplete from the API), a table, a
-// graph and an explain tab. The panels live in the URL in Prometheus 3's parameters
-// (g0.expr, g0.tab, g0.range_input, ...), and Prometheus 2's forms (g0.tab=0|1, g0.stacked,
-// g0.step_input) are read too, so links from either keep working.
+// graph and an explain tab (the expression's tree, each node evaluated: explain.js). The
+// panels live in the URL in Prometheus 3's parameters (g0.expr, g0.tab, g0.range_input, ...),
+// and Prometheus 2's forms (g0.tab=0|1, g0.stacked, g0.step_input) are read too, so links
+// from either keep working.
 
 import {el, api, ApiError, parseDuration, formatDuration, formatSeries, formatTime, parseTime, notice, heading} from './util.js';
 import {drawChart, emptyChart} from './chart.js';
+import {renderTree} from './explain.js';
 
 // PromQL's functions, aggregations and keywords, for autocomplete.
 const FUNCTIONS = ['abs', 'absent', 'absent_over_time', 'acos', 'acosh', 'asin', 'asinh', 'atan',
@@ -252,10 +254,13 @@ class Panel {
     this.input.value = s.expr;
     const acBox = el('ul', {class: 'autocomplete', role: 'listbox', hidden: true});
     attachAutocomplete(this.input, acBox, () => this.run(true));
-    this.input.addEventListener('input', () => {
+    const fit = () => {
       this.input.style.height = 'auto';
       this.input.style.height = this.input.scrollHeight + 'px';
-    });
+    };
+    this.input.addEventListener('input', fit);
+    // a restored expression of several lines is shown whole once the panel is in the page
+    requestAnimationFrame(fit);
     const tabs = ['table', 'graph', 'explain'].map((t) => el('button', {
       class: 'tab' + (s.tab === t ? ' active' : ''), 'data-tab': t,
       onclick: () => { s.tab = t; this.root.querySelectorAll('.tab').forEach((b) => b.classList.toggle('active', b.dataset.tab === t)); this.controls(); this.run(true); },
@@ -309,7 +314,7 @@ class Panel {
         el('button', {onclick: () => zoom(1), title: 'Longer range'}, '+'),
         end, el('button', {onclick: () => { s.end = null; end.value = ''; this.run(true); }, title: 'End at now'}, 'now'),
         res, mode);
-    } else if (s.tab === 'table') {
+    } else {
       const at = el('input', {class: 'moment', type: 'text', size: 19, placeholder: 'Evaluation time (now)', value: s.moment ? formatTime(s.moment) : '', 'aria-label': 'Evaluation time (UTC)',
         onchange: () => { s.moment = parseTime(at.value); this.run(true); }});
       c.append(at, el('button', {onclick: () => { s.moment = null; at.value = ''; this.run(true); }}, 'now'));
@@ -333,10 +338,16 @@ class Panel {
     this.root.classList.add('loading');
     try {
       if (s.tab === 'explain') {
-        const env = await api('api/v1/format_query', {query: s.expr}, {post: true, signal});
-        showMessages(this.msgs, env);
+        const time = (s.moment ?? Date.now()) / 1000;
+        const [fmt, tree] = await Promise.all([
+          api('api/v1/format_query', {query: s.expr}, {post: true, signal}),
+          api('api/v1/parse_query', {query: s.expr}, {post: true, signal})]);
+        showMessages(this.msgs, fmt);
         this.out.replaceChildren(el('p', {class: 'help'}, 'The expression as the server parses it, formatted:'),
-          el('pre', {class: 'explain'}, env.data));
+          el('pre', {class: 'explain'}, fmt.data),
+          el('p', {class: 'help'}, `Its syntax tree: each subexpression, what it is, and the series it returns at ${formatTime(time * 1000)} UTC.`));
+        await renderTree(this.out, tree.data, time, signal);
+        this.stats.textContent = `Load time: ${Math.round(performance.now() - t0)} ms · Nodes: ${this.out.querySelectorAll('li.ast-node').length}`;
       } else if (s.tab === 'table') {
         const time = (s.moment ?? Date.now()) / 1000;
         const env = await api('api/v1/query', {query: s.expr, time}, {post: true, signal});

@@ -31,7 +31,8 @@ export class ApiError extends Error {
 /**
  * Calls the HTTP API at `path` (e.g. 'api/v1/query') with `params` (an object; arrays repeat
  * the key). Queries go as POST forms (long expressions do not fit a URL). Resolves to the
- * whole envelope: {data, warnings, infos}.
+ * whole envelope: {data, warnings, infos}; with `opts.raw`, a bare JSON answer is taken as
+ * the data.
  */
 export async function api(path, params, opts) {
   const body = new URLSearchParams();
@@ -54,6 +55,8 @@ export async function api(path, params, opts) {
   } catch (e) {
     throw new ApiError('bad_response', `HTTP ${resp.status}: the answer is not JSON`, resp.status);
   }
+  // inferdb's own endpoints (inferdb/v1/*) answer their JSON bare, and errors in the envelope
+  if (opts && opts.raw && json.status === undefined && resp.ok) return {data: json};
   if (json.status !== 'success') {
     throw new ApiError(json.errorType || 'error', json.error || `HTTP ${resp.status}`, resp.status);
   }
