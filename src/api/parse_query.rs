@@ -8,15 +8,15 @@
 //! expression between two instant vectors always carries its `matching` (one-to-one by
 //! default, many-to-many for set operators) and one with a scalar side carries `null`.
 
-use serde_json::{json, Value};
+use std::fmt::Write as _;
 
 use inferdb_query::ast::{
     AtModifier, BinaryOp, Cardinality, Duration, Expr, ExprKind, UnaryOp, ValueType, VectorSelector,
 };
 use inferdb_query::go_format::{format_float, FloatFormat};
-use inferdb_storage::Matcher;
 
 use super::error::ApiError;
+use super::json::{push_str, push_str_array};
 use super::params::Params;
 use super::router::success;
 
@@ -24,41 +24,75 @@ use super::router::success;
 pub(crate) async fn handle(params: Params) -> Result<axum::response::Response, ApiError> {
     let expr = inferdb_query::parser::parse(params.get("query").unwrap_or(""))
         .map_err(|e| ApiError::invalid_param("query", e))?;
-    Ok(success(&translate(&expr).to_string(), &[], &[]))
+    Ok(success(&translate(&expr), &[], &[]))
 }
 
-/// The JSON tree of `e` (Prometheus' `translateAST`).
-pub fn translate(e: &Expr) -> Value {
+/// The JSON tree of `e` (Prometheus' `translateAST`), written straight as text: a chain of
+/// thousands of binary operators is as deep as it is long, so each step runs through
+/// `query::stack::grow` and no intermediate tree is built (or dropped) recursively.
+pub fn translate(e: &Expr) -> String {
+    let mut out = String::with_capacity(256);
+    write_node(&mut out, e);
+    out
+}
+
+fn write_node(out: &mut String, e: &Expr) {
+    inferdb_query::stack::grow(|| write_kind(out, e));
+}
+
+/// `"key":` (keys are written in Go's sorted order by the callers).
+fn key(out: &mut String, k: &str) {
+    if !out.ends_with('{') {
+        out.push(',');
+    }
+    push_str(out, k);
+    out.push(':');
+}
+
+fn write_kind(out: &mut String, e: &Expr) {
+    out.push('{');
     match &e.kind {
-        ExprKind::Aggregate(a) => json!({
-            "type": "aggregation",
-            "op": a.op.as_str(),
-            "expr": translate(&a.expr),
-            "param": a.param.as_deref().map(translate),
-            "grouping": a.grouping,
-            "without": a.without,
-        }),
+        ExprKind::Aggregate(a) => {
+            key(out, "expr");
+            write_node(out, &a.expr);
+            key(out, "grouping");
+            push_str_array(out, &a.grouping);
+            key(out, "op");
+            push_str(out, a.op.as_str());
+            key(out, "param");
+            match &a.param {
+                Some(p) => write_node(out, p),
+                None => out.push_str("null"),
+            }
+            key(out, "type");
+            push_str(out, "aggregation");
+            key(out, "without");
+            out.push_str(if a.without { "true" } else { "false" });
+        }
         ExprKind::Binary(b) => {
-            let vectors =
-                b.lhs.value_type() == ValueType::Vector && b.rhs.value_type() == ValueType::Vector;
-            let matching = vectors.then(|| {
-                let (card, labels, on, include) = match &b.matching {
-                    Some(m) => (m.card, m.labels.clone(), m.on, m.include.clone()),
-                    None if is_set(b.op) => (Cardinality::ManyToMany, vec![], false, vec![]),
-                    None => (Cardinality::OneToOne, vec![], false, vec![]),
-                };
-                json!({"card": card_name(card), "labels": labels, "on": on, "include": include})
-            });
-            json!({
-                "type": "binaryExpr",
-                "op": b.op.as_str(),
-                "lhs": translate(&b.lhs),
-                "rhs": translate(&b.rhs),
-                "matching": matching,
-                "bool": b.return_bool,
-            })
+            key(out, "bool");
+            out.push_str(if b.return_bool { "true" } else { "false" });
+            key(out, "lhs");
+            write_node(out, &b.lhs);
+            key(out, "matching");
+            write_matching(out, b);
+            key(out, "op");
+            push_str(out, b.op.as_str());
+            key(out, "rhs");
+            write_node(out, &b.rhs);
+            key(out, "type");
+            push_str(out, "binaryExpr");
         }
         ExprKind::Call(c) => {
+            key(out, "args");
+            out.push('[');
+            for (i, a) in c.args.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_node(out, a);
+            }
+            out.push(']');
             let sig = inferdb_query::functions_meta::lookup(&c.func);
             let (arg_types, variadic, ret): (Vec<&str>, i64, &str) = match sig {
                 Some(s) => (
@@ -68,70 +102,150 @@ pub fn translate(e: &Expr) -> Value {
                 ),
                 None => (vec![], 0, type_name(e.value_type())),
             };
-            json!({
-                "type": "call",
-                "func": {"name": c.func, "argTypes": arg_types, "variadic": variadic, "returnType": ret},
-                "args": c.args.iter().map(translate).collect::<Vec<_>>(),
-            })
+            key(out, "func");
+            out.push('{');
+            key(out, "argTypes");
+            push_str_array(out, &arg_types);
+            key(out, "name");
+            push_str(out, &c.func);
+            key(out, "returnType");
+            push_str(out, ret);
+            key(out, "variadic");
+            let _ = write!(out, "{variadic}");
+            out.push('}');
+            key(out, "type");
+            push_str(out, "call");
         }
-        ExprKind::MatrixSelector(m) => {
-            let mut v = selector("matrixSelector", &m.selector);
-            v["range"] = json!(duration_ms(&m.range));
-            v
+        ExprKind::MatrixSelector(m) => write_selector(
+            out,
+            "matrixSelector",
+            &m.selector,
+            Some(duration_ms(&m.range)),
+        ),
+        ExprKind::Subquery(s) => {
+            key(out, "expr");
+            write_node(out, &s.expr);
+            key(out, "offset");
+            let _ = write!(out, "{}", s.offset.as_ref().map(duration_ms).unwrap_or(0));
+            key(out, "range");
+            let _ = write!(out, "{}", duration_ms(&s.range));
+            key(out, "startOrEnd");
+            write_start_or_end(out, &s.at);
+            key(out, "step");
+            let _ = write!(out, "{}", s.step.as_ref().map(duration_ms).unwrap_or(0));
+            key(out, "timestamp");
+            write_timestamp(out, &s.at);
+            key(out, "type");
+            push_str(out, "subquery");
         }
-        ExprKind::Subquery(s) => json!({
-            "type": "subquery",
-            "expr": translate(&s.expr),
-            "range": duration_ms(&s.range),
-            "offset": s.offset.as_ref().map(duration_ms).unwrap_or(0),
-            "step": s.step.as_ref().map(duration_ms).unwrap_or(0),
-            "timestamp": timestamp(&s.at),
-            "startOrEnd": start_or_end(&s.at),
-        }),
-        ExprKind::Number(n) => json!({
-            "type": "numberLiteral",
-            "val": format_float(n.value, FloatFormat::F),
-        }),
-        ExprKind::Paren(inner) => json!({"type": "parenExpr", "expr": translate(inner)}),
+        ExprKind::Number(n) => {
+            key(out, "type");
+            push_str(out, "numberLiteral");
+            key(out, "val");
+            push_str(out, &format_float(n.value, FloatFormat::F));
+        }
+        ExprKind::Paren(inner) => {
+            key(out, "expr");
+            write_node(out, inner);
+            key(out, "type");
+            push_str(out, "parenExpr");
+        }
         // the evaluator's marker, never parsed: the tree shows what it wraps
-        ExprKind::StepInvariant(inner) => translate(inner),
-        ExprKind::String(s) => json!({"type": "stringLiteral", "val": s}),
-        ExprKind::Unary(op, inner) => json!({
-            "type": "unaryExpr",
-            "op": if *op == UnaryOp::Neg { "-" } else { "+" },
-            "expr": translate(inner),
-        }),
-        ExprKind::VectorSelector(v) => selector("vectorSelector", v),
+        ExprKind::StepInvariant(inner) => {
+            out.pop();
+            write_node(out, inner);
+            return;
+        }
+        ExprKind::String(s) => {
+            key(out, "type");
+            push_str(out, "stringLiteral");
+            key(out, "val");
+            push_str(out, s);
+        }
+        ExprKind::Unary(op, inner) => {
+            key(out, "expr");
+            write_node(out, inner);
+            key(out, "op");
+            push_str(out, if *op == UnaryOp::Neg { "-" } else { "+" });
+            key(out, "type");
+            push_str(out, "unaryExpr");
+        }
+        ExprKind::VectorSelector(v) => write_selector(out, "vectorSelector", v, None),
+    }
+    out.push('}');
+}
+
+/// As Prometheus' parser sets it: between two instant vectors always (one-to-one by
+/// default, many-to-many for set operators), `null` when a side is a scalar.
+fn write_matching(out: &mut String, b: &inferdb_query::ast::BinaryExpr) {
+    if b.lhs.value_type() != ValueType::Vector || b.rhs.value_type() != ValueType::Vector {
+        out.push_str("null");
+        return;
+    }
+    let (card, labels, on, include): (Cardinality, &[String], bool, &[String]) = match &b.matching {
+        Some(m) => (m.card, &m.labels, m.on, &m.include),
+        None if is_set(b.op) => (Cardinality::ManyToMany, &[], false, &[]),
+        None => (Cardinality::OneToOne, &[], false, &[]),
+    };
+    out.push('{');
+    key(out, "card");
+    push_str(out, card_name(card));
+    key(out, "include");
+    push_str_array(out, include);
+    key(out, "labels");
+    push_str_array(out, labels);
+    key(out, "on");
+    out.push_str(if on { "true" } else { "false" });
+    out.push('}');
+}
+
+fn write_selector(out: &mut String, kind: &str, v: &VectorSelector, range: Option<i64>) {
+    key(out, "matchers");
+    out.push('[');
+    for (i, m) in v.matchers.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push('{');
+        key(out, "name");
+        push_str(out, &m.name);
+        key(out, "type");
+        push_str(out, &m.op.to_string());
+        key(out, "value");
+        push_str(out, &m.value);
+        out.push('}');
+    }
+    out.push(']');
+    key(out, "name");
+    push_str(out, v.name.as_deref().unwrap_or(""));
+    key(out, "offset");
+    let _ = write!(out, "{}", v.offset.as_ref().map(duration_ms).unwrap_or(0));
+    if let Some(r) = range {
+        key(out, "range");
+        let _ = write!(out, "{r}");
+    }
+    key(out, "startOrEnd");
+    write_start_or_end(out, &v.at);
+    key(out, "timestamp");
+    write_timestamp(out, &v.at);
+    key(out, "type");
+    push_str(out, kind);
+}
+
+fn write_timestamp(out: &mut String, at: &Option<AtModifier>) {
+    match at {
+        Some(AtModifier::Timestamp(ms)) => {
+            let _ = write!(out, "{ms}");
+        }
+        _ => out.push_str("null"),
     }
 }
 
-fn selector(kind: &str, v: &VectorSelector) -> Value {
-    json!({
-        "type": kind,
-        "name": v.name.clone().unwrap_or_default(),
-        "offset": v.offset.as_ref().map(duration_ms).unwrap_or(0),
-        "matchers": v.matchers.iter().map(matcher).collect::<Vec<_>>(),
-        "timestamp": timestamp(&v.at),
-        "startOrEnd": start_or_end(&v.at),
-    })
-}
-
-fn matcher(m: &Matcher) -> Value {
-    json!({"name": m.name, "value": m.value, "type": m.op.to_string()})
-}
-
-fn timestamp(at: &Option<AtModifier>) -> Value {
+fn write_start_or_end(out: &mut String, at: &Option<AtModifier>) {
     match at {
-        Some(AtModifier::Timestamp(ms)) => json!(ms),
-        _ => Value::Null,
-    }
-}
-
-fn start_or_end(at: &Option<AtModifier>) -> Value {
-    match at {
-        Some(AtModifier::Start) => json!("start"),
-        Some(AtModifier::End) => json!("end"),
-        _ => Value::Null,
+        Some(AtModifier::Start) => push_str(out, "start"),
+        Some(AtModifier::End) => push_str(out, "end"),
+        _ => out.push_str("null"),
     }
 }
 
@@ -197,8 +311,11 @@ fn type_name(t: ValueType) -> &'static str {
 mod tests {
     use super::*;
 
+    use serde_json::{json, Value};
+
     fn tree(q: &str) -> Value {
-        translate(&inferdb_query::parser::parse(q).unwrap())
+        let text = translate(&inferdb_query::parser::parse(q).unwrap());
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
     }
 
     #[test]
@@ -272,5 +389,27 @@ mod tests {
         );
         assert_eq!(tree("round(up)")["func"]["variadic"], 1);
         assert_eq!(tree("up[5m * 2]")["range"], 600_000);
+    }
+
+    #[test]
+    fn a_long_chain_is_written_on_a_small_stack() {
+        // as deep as it is long: 10,000 terms, on a 256 KB thread
+        let q = vec!["up"; 10_000].join(" or ");
+        let text = std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn(move || {
+                let e = inferdb_query::parser::parse(&q).unwrap();
+                translate(&e)
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        assert_eq!(text.matches(r#""type":"binaryExpr""#).count(), 9_999);
+        assert_eq!(text.matches(r#""type":"vectorSelector""#).count(), 10_000);
+        assert!(
+            text.starts_with(r#"{"bool":false,"lhs":{"bool":false,"lhs":"#),
+            "{}",
+            &text[..80]
+        );
     }
 }
