@@ -154,6 +154,25 @@ async fn api_values(
         .collect()
 }
 
+/// Waits (30 s at most) until `ready` (the server's `/-/ready`) answers 200: the server binds
+/// before its store is open and answers 503 until then.
+async fn wait_ready(http: &reqwest::Client, ready: &str, server: &Proc) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(r) = http.get(ready).send().await {
+            if r.status() == 200 {
+                return;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{ready} never ready\n{}",
+            server.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// The number a fleet cell shows ('1,234', '111 ms', '6.15 %', '9.19 s'), in the API's unit.
 fn shown_number(text: &str) -> Option<f64> {
     let t = text.replace(',', "");
@@ -245,6 +264,7 @@ async fn web_ui_in_chromium() {
     let mut server = Proc::spawn("inferdb", &mut cmd, work.path().join("inferdb.log"));
     server.wait_listening(port);
     let http = reqwest::Client::new();
+    wait_ready(&http, &format!("{base}/-/ready"), &server).await;
 
     // data for both models, with rates (three scrapes at least)
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -783,6 +803,12 @@ async fn web_ui_under_a_route_prefix_in_chromium() {
         .arg(format!("--web.external-url={base}/prom"));
     let mut server = Proc::spawn("inferdb", &mut cmd, work.path().join("inferdb.log"));
     server.wait_listening(port);
+    wait_ready(
+        &reqwest::Client::new(),
+        &format!("{base}/prom/-/ready"),
+        &server,
+    )
+    .await;
     let (_driver, b) = start_browser(work.path()).await;
     // `/prom/` leads to a page under the prefix
     b.c.goto(&format!("{base}/prom/")).await.unwrap();
@@ -837,12 +863,21 @@ fn ui_requires_the_apis_basic_auth() {
     server.wait_listening(port);
     let client = common::Client::new();
     let base = format!("http://127.0.0.1:{port}");
-    let (_, html) = client.send(
-        client
-            .http
-            .get(format!("{base}/query"))
-            .basic_auth("admin", Some("s3cret")),
-    );
+    // the server binds before its store is open and answers 503 until then
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let html = loop {
+        let (status, html) = client.send(
+            client
+                .http
+                .get(format!("{base}/query"))
+                .basic_auth("admin", Some("s3cret")),
+        );
+        if status == 200 {
+            break html;
+        }
+        assert!(Instant::now() < deadline, "not ready: {status} {html}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
     let asset = html
         .split("src=\"")
         .nth(1)
@@ -878,6 +913,11 @@ fn ui_under_a_route_prefix() {
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .unwrap();
+    rt.block_on(wait_ready(
+        &http,
+        &format!("http://127.0.0.1:{port}/prom/-/ready"),
+        &server,
+    ));
     let get = |u: &reqwest::Url| {
         rt.block_on(async {
             let r = http.get(u.clone()).send().await.unwrap();
