@@ -285,3 +285,37 @@ fn same_messages_as_promtool_2_42() {
     }
     assert!(diffs.is_empty(), "{}", diffs.join("\n\n"));
 }
+
+/// `--junit FILE` (promtool's "Junit xml output" case of `TestRulesUnitTest`): one
+/// `testsuite` per file, one `testcase` per test group, failures counted where they happened.
+#[test]
+fn junit_xml_output() {
+    let Some(dir) = testdata() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let xml = tmp.path().join("junit.xml");
+    let files = [
+        "at-modifier-test.yml",
+        "negative-offset-test.yml",
+        "no-test-group-interval.yml",
+        "failing.yml",
+    ];
+    let mut args = vec!["rules", "test", "--junit", xml.to_str().unwrap()];
+    args.extend(files);
+    let out = run(&dir, &args);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let x = std::fs::read_to_string(&xml).unwrap();
+    assert!(
+        x.starts_with("<testsuites><testsuite name=\"at-modifier-test.yml\" tests=\""),
+        "{x}"
+    );
+    assert!(x.ends_with("</testsuite></testsuites>"), "{x}");
+    let suites: Vec<&str> = x.split("<testsuite ").skip(1).collect();
+    assert_eq!(suites.len(), files.len(), "{x}");
+    for (s, f) in suites.iter().zip(files) {
+        assert!(s.starts_with(&format!("name=\"{f}\"")), "{s}");
+        assert!(s.contains("<testcase name="), "{f}: no test case in {s}");
+        let failing = !s.contains(" failures=\"0\"");
+        assert_eq!(failing, f == "failing.yml", "{s}");
+        assert_eq!(failing, s.contains("<failure>"), "{s}");
+    }
+}

@@ -41,6 +41,9 @@ enum RulesCommand {
         /// Ignore unknown fields in the rule files.
         #[arg(long)]
         ignore_unknown_fields: bool,
+        /// File path to store JUnit XML test results.
+        #[arg(long, value_name = "FILE")]
+        junit: Option<PathBuf>,
         /// The unit-test files.
         #[arg(required = true)]
         files: Vec<PathBuf>,
@@ -67,12 +70,14 @@ impl RulesArgs {
             RulesCommand::Test {
                 run,
                 ignore_unknown_fields,
+                junit,
                 files,
             } => run_files(
                 &files,
                 &TestOptions {
                     run,
                     ignore_unknown_fields,
+                    junit,
                 },
             ),
         };

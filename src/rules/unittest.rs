@@ -26,6 +26,90 @@ pub struct TestOptions {
     pub run: Vec<String>,
     /// `--ignore-unknown-fields`.
     pub ignore_unknown_fields: bool,
+    /// `--junit`: where to write the results as JUnit XML.
+    pub junit: Option<PathBuf>,
+}
+
+/// One test file's results as promtool's JUnit report holds them (`util/junitxml`).
+#[derive(Debug, Default)]
+struct JunitSuite {
+    name: String,
+    timestamp: String,
+    failures: usize,
+    errors: usize,
+    /// Each test group: its name, its failures, the error that stopped the file.
+    cases: Vec<(String, Vec<String>, String)>,
+}
+
+impl JunitSuite {
+    fn case(&mut self, name: String) {
+        self.cases.push((name, Vec::new(), String::new()));
+    }
+
+    fn last(&mut self) -> &mut (String, Vec<String>, String) {
+        if self.cases.is_empty() {
+            self.case("unknown".into());
+        }
+        let n = self.cases.len() - 1;
+        &mut self.cases[n]
+    }
+
+    fn fail(&mut self, msg: String) {
+        self.failures += 1;
+        self.last().1.push(msg);
+    }
+
+    fn abort(&mut self, msg: String) {
+        self.errors += 1;
+        self.last().2 = msg;
+    }
+}
+
+/// Go's `xml.EscapeText`.
+fn xml_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("&#34;"),
+            '\'' => out.push_str("&#39;"),
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '\t' => out.push_str("&#x9;"),
+            '\n' => out.push_str("&#xA;"),
+            '\r' => out.push_str("&#xD;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The JUnit XML promtool writes with `--junit` (Go's `encoding/xml`, no header, no indent).
+fn junit_xml(suites: &[JunitSuite]) -> String {
+    let mut x = String::from("<testsuites>");
+    for s in suites {
+        x.push_str(&format!(
+            "<testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"0\" timestamp=\"{}\">",
+            xml_escape(&s.name),
+            s.cases.len(),
+            s.failures,
+            s.errors,
+            xml_escape(&s.timestamp)
+        ));
+        for (name, failures, error) in &s.cases {
+            x.push_str(&format!("<testcase name=\"{}\">", xml_escape(name)));
+            for f in failures {
+                x.push_str(&format!("<failure>{}</failure>", xml_escape(f)));
+            }
+            if !error.is_empty() {
+                x.push_str(&format!("<error>{}</error>", xml_escape(error)));
+            }
+            x.push_str("</testcase>");
+        }
+        x.push_str("</testsuite>");
+    }
+    x.push_str("</testsuites>");
+    x
 }
 
 /// The outcome of one test file: `None` when it passed, or promtool's error texts.
@@ -49,8 +133,16 @@ pub fn run_files(files: &[PathBuf], opts: &TestOptions) -> i32 {
         }
     };
     let mut failed = false;
+    let mut suites = Vec::new();
     for f in files {
-        match test_file(f, opts, run.as_ref()) {
+        let mut suite = JunitSuite {
+            name: f.display().to_string(),
+            timestamp: chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S").to_string(),
+            ..Default::default()
+        };
+        let outcome = test_file(f, opts, run.as_ref(), &mut suite);
+        suites.push(suite);
+        match outcome {
             Some(errs) => {
                 eprintln!("  FAILED:");
                 for e in errs {
@@ -62,6 +154,12 @@ pub fn run_files(files: &[PathBuf], opts: &TestOptions) -> i32 {
             None => println!("  SUCCESS"),
         }
         println!();
+    }
+    if let Some(path) = &opts.junit {
+        if let Err(e) = std::fs::write(path, junit_xml(&suites)) {
+            eprintln!("failed to write JUnit XML: {}", go_io_error(&e));
+            return 1;
+        }
     }
     i32::from(failed)
 }
@@ -337,7 +435,27 @@ fn glob_rule_files(base: &Path, files: &[String]) -> Result<Vec<PathBuf>, String
     Ok(out)
 }
 
-fn test_file(path: &Path, opts: &TestOptions, run: Option<&regex::Regex>) -> FileOutcome {
+fn test_file(
+    path: &Path,
+    opts: &TestOptions,
+    run: Option<&regex::Regex>,
+    suite: &mut JunitSuite,
+) -> FileOutcome {
+    let outcome = test_file_cases(path, opts, run, suite);
+    if let Some(errs) = &outcome {
+        if suite.cases.is_empty() {
+            suite.abort(errs.join("\n"));
+        }
+    }
+    outcome
+}
+
+fn test_file_cases(
+    path: &Path,
+    opts: &TestOptions,
+    run: Option<&regex::Regex>,
+    suite: &mut JunitSuite,
+) -> FileOutcome {
     let text = match std::fs::read(path) {
         Ok(t) => String::from_utf8_lossy(&t).into_owned(),
         Err(e) => {
@@ -378,23 +496,32 @@ fn test_file(path: &Path, opts: &TestOptions, run: Option<&regex::Regex>) -> Fil
         }
     }
     let mut errs = Vec::new();
-    for tg in &mut f.tests {
+    for (i, tg) in f.tests.iter_mut().enumerate() {
         if let Some(r) = run {
             if !r.is_match(&tg.name) {
                 continue;
             }
         }
+        suite.case(if tg.name.is_empty() {
+            format!("unnamed#{i}")
+        } else {
+            tg.name.clone()
+        });
         if tg.interval == 0 {
             tg.interval = f.evaluation_interval;
         }
-        errs.extend(run_group(
+        let group_errs = run_group(
             tg,
             f.evaluation_interval,
             &order,
             opts.ignore_unknown_fields,
             f.fuzzy_compare,
             &rule_files,
-        ));
+        );
+        for e in &group_errs {
+            suite.fail(e.clone());
+        }
+        errs.extend(group_errs);
     }
     if errs.is_empty() {
         None
