@@ -9,6 +9,7 @@
 
 pub mod conformance;
 pub mod diff;
+pub mod grafana;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
