@@ -37,9 +37,10 @@ pub enum LogFormat {
 /// The logging flags every command takes.
 #[derive(Debug, Clone, clap::Args)]
 pub struct LogArgs {
-    /// Only log messages with the given severity or above.
-    #[arg(long = "log.level", value_enum, default_value = "info", global = true)]
-    pub log_level: LogLevel,
+    /// Only log messages with the given severity or above (default: info for `serve`, warn
+    /// for the one-shot commands, whose output is their answer).
+    #[arg(long = "log.level", value_enum, global = true)]
+    pub log_level: Option<LogLevel>,
     /// Output format of log messages.
     #[arg(
         long = "log.format",
@@ -53,15 +54,17 @@ pub struct LogArgs {
 impl LogArgs {
     /// Installs the process-wide subscriber writing to standard error. inferdb's own crates log
     /// at `level`; dependencies at `warn` or above (their debug output is not inferdb's).
-    /// `RUST_LOG`, when set, replaces this filter (for debugging a dependency).
-    pub fn init(&self) {
-        let lvl = match self.log_level {
+    /// `RUST_LOG`, when set, replaces this filter (for debugging a dependency). `default` is
+    /// the level without `--log.level`.
+    pub fn init(&self, default: LogLevel) {
+        let level = self.log_level.unwrap_or(default);
+        let lvl = match level {
             LogLevel::Debug => "debug",
             LogLevel::Info => "info",
             LogLevel::Warn => "warn",
             LogLevel::Error => "error",
         };
-        let deps = if self.log_level == LogLevel::Error {
+        let deps = if level == LogLevel::Error {
             "error"
         } else {
             "warn"

@@ -48,7 +48,10 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    cli.log.init();
+    cli.log.init(match cli.command {
+        Command::Serve(_) | Command::Simulate(_) => inferdb::logging::LogLevel::Info,
+        _ => inferdb::logging::LogLevel::Warn,
+    });
     let res = match cli.command {
         Command::Serve(a) => a.run(),
         Command::Query(a) => a.run(),

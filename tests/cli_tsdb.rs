@@ -48,6 +48,16 @@ fn stats_count_series_samples_and_cardinality() {
         text.contains(&format!("series:           {series}")),
         "{text}"
     );
+    // sizes and spans in human units: `block bytes: 1.23 KiB (1260 bytes)`, a 2h span
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("block bytes:"))
+        .unwrap();
+    assert!(
+        line.contains("B (") && line.ends_with(&format!("({} bytes)", st.block_bytes)),
+        "{line}"
+    );
+    assert!(text.contains(" SPAN ") && text.contains(" 2h "), "{text}");
 }
 
 #[test]

@@ -95,6 +95,25 @@ pub enum FormatArg {
     Csv,
 }
 
+/// Refuses an `--out` file name whose extension names the other format.
+fn refuse_mismatched_name(out: &std::path::Path, format: ExportFormat) -> anyhow::Result<()> {
+    let ext = out
+        .extension()
+        .map(|e| e.to_string_lossy().to_ascii_lowercase());
+    let (wrong, right, cmd) = match format {
+        ExportFormat::Parquet => ("csv", "parquet", "export csv"),
+        ExportFormat::Csv => ("parquet", "csv", "export parquet"),
+    };
+    if ext.as_deref() == Some(wrong) {
+        anyhow::bail!(
+            "--out {}: a .{wrong} name for {right} output; name it .{right} (or a folder), or use \
+             `inferdb {cmd}`",
+            out.display()
+        );
+    }
+    Ok(())
+}
+
 impl ExportArgs {
     /// Runs the command: exit code 0 on success, 1 on failure.
     pub fn run(self) -> anyhow::Result<ExitCode> {
@@ -107,6 +126,7 @@ impl ExportArgs {
             Some(FormatArg::Csv) => format = ExportFormat::Csv,
             None => {}
         }
+        refuse_mismatched_name(&a.out, format)?;
         let now = crate::model::time::now_ms();
         let start = parse_time(&a.start, now).map_err(|e| anyhow::anyhow!("--start: {e}"))?;
         let end = parse_time(&a.end, now).map_err(|e| anyhow::anyhow!("--end: {e}"))?;
@@ -123,7 +143,7 @@ impl ExportArgs {
                 ..Options::default()
             },
         )
-        .map_err(|e| anyhow::anyhow!("opening {}: {e}", a.data_dir.display()))?;
+        .map_err(|e| super::store_error(&a.data_dir, e))?;
         let mut opts = ExportOptions::new(selectors, start, end, a.out.clone());
         opts.format = format;
         opts.partition = match a.partition_by {
@@ -139,6 +159,15 @@ impl ExportArgs {
         }
         let started = std::time::Instant::now();
         match export(&db, &opts) {
+            Ok(st) if st.rows == 0 => {
+                eprintln!(
+                    "warning: no samples match {} between {} and {}; the output holds no rows",
+                    a.selectors.join(" or "),
+                    crate::export::day_time(start),
+                    crate::export::day_time(end)
+                );
+                Ok(ExitCode::SUCCESS)
+            }
             Ok(st) => {
                 let secs = started.elapsed().as_secs_f64();
                 eprintln!(

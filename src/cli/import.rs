@@ -50,6 +50,37 @@ pub struct OpenmetricsArgs {
     /// No progress bar.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Import timestamps from the year 5138 on, which are refused by default as plausibly
+    /// milliseconds given where OpenMetrics expects seconds.
+    #[arg(long)]
+    pub allow_far_future: bool,
+}
+
+/// The time range the store in `dir` already holds (blocks and head), if any.
+fn held_range(dir: &std::path::Path) -> Option<(i64, i64)> {
+    if !dir.is_dir() {
+        return None;
+    }
+    let db = inferdb_storage::Db::open(
+        dir,
+        inferdb_storage::Options {
+            read_only: true,
+            background: false,
+            ..Default::default()
+        },
+    )
+    .ok()?;
+    let st = db.stats();
+    let mut lo = st.head_min_time;
+    let mut hi = st.head_max_time;
+    if lo > hi {
+        (lo, hi) = (i64::MAX, i64::MIN);
+    }
+    for b in db.blocks() {
+        lo = lo.min(b.min_time);
+        hi = hi.max(b.max_time - 1);
+    }
+    (lo <= hi).then_some((lo, hi))
 }
 
 impl ImportArgs {
@@ -70,7 +101,13 @@ impl ImportArgs {
             } else {
                 Format::OpenMetrics
             },
+            allow_far_future: a.allow_far_future,
             ..ImportOptions::default()
+        };
+        let held = if a.dry_run {
+            None
+        } else {
+            held_range(&a.data_dir)
         };
         let started = std::time::Instant::now();
         match import_files(&a.data_dir, &a.files, &opts) {
@@ -98,6 +135,20 @@ impl ImportArgs {
                     secs,
                     st.samples as f64 / secs.max(1e-9)
                 );
+                if let Some((lo, hi)) = held {
+                    if st.samples > 0 && st.min_time <= hi && lo <= st.max_time {
+                        eprintln!(
+                            "warning: the imported samples ({} .. {}) overlap what {} already \
+                             held ({} .. {}): queries read a repeated sample once, but `tsdb \
+                             stats` counts it twice",
+                            crate::export::day_time(st.min_time),
+                            crate::export::day_time(st.max_time),
+                            a.data_dir.display(),
+                            crate::export::day_time(lo),
+                            crate::export::day_time(hi)
+                        );
+                    }
+                }
                 for b in &st.blocks {
                     println!(
                         "  block {} [{} .. {}) {} series {} samples",

@@ -27,9 +27,54 @@ pub fn parse_time(s: &str, now_ms: i64) -> Result<i64, String> {
             return Ok(now_ms.saturating_add(sign * ms));
         }
     }
-    crate::api::params::parse_time(s).map_err(|_| {
+    let t = crate::api::params::parse_time(s).map_err(|_| {
         format!("cannot parse {s:?} as a time (RFC 3339, Unix seconds, now, -1h, now-30m)")
-    })
+    })?;
+    if crate::model::time::plausibly_milliseconds(t) && s.parse::<f64>().is_ok() {
+        return Err(format!(
+            "{s} is Unix seconds of the year 5138 or later: plausibly milliseconds; give \
+             seconds ({})",
+            crate::api::json::format_timestamp(t / 1000)
+        ));
+    }
+    Ok(t)
+}
+
+/// The first port of the built-in simulator (`simulate --port`, `serve --demo.port`): clear
+/// of vLLM's 8000, Prometheus' 9090, Grafana's 3000 and dcgm-exporter's 9400.
+pub const SIM_PORT: u16 = 8100;
+
+/// An error about `path` naming it once: `doing: msg` when the message names the path
+/// already, `doing path: msg` otherwise.
+pub fn path_error(path: &std::path::Path, doing: &str, e: impl std::fmt::Display) -> anyhow::Error {
+    let msg = e.to_string();
+    if msg.contains(&path.display().to_string()) {
+        anyhow::anyhow!("{doing}: {msg}")
+    } else {
+        anyhow::anyhow!("{doing} {}: {msg}", path.display())
+    }
+}
+
+/// An error opening the store in `dir`, naming the folder once.
+pub fn store_error(dir: &std::path::Path, e: inferdb_storage::Error) -> anyhow::Error {
+    let msg = e.to_string();
+    if msg.contains(&dir.display().to_string()) {
+        anyhow::anyhow!("opening the store: {msg}")
+    } else {
+        anyhow::anyhow!("opening the store in {}: {msg}", dir.display())
+    }
+}
+
+/// The simulator's start failure, saying what to do when the port is taken.
+pub fn sim_start_error(e: std::io::Error, flag: &str) -> anyhow::Error {
+    if e.kind() == std::io::ErrorKind::AddrInUse {
+        anyhow::anyhow!(
+            "starting the simulator: {e} (another server, vLLM perhaps, holds the port): choose \
+             another with {flag}, or {flag} 0 for any free port"
+        )
+    } else {
+        anyhow::anyhow!("starting the simulator: {e}")
+    }
 }
 
 /// Parses a duration flag (`--query.timeout 2m`, `--step 15`): a Prometheus duration or
@@ -55,6 +100,12 @@ mod tests {
         assert_eq!(parse_time("2025-08-01T00:00:37.512Z", 0), Ok(now));
         assert_eq!(parse_time("1970-01-01T00:00:01Z", now), Ok(1000));
         assert!(parse_time("yesterday", now).is_err());
+        // milliseconds where seconds are expected
+        let e = parse_time("1754006437512", 0).unwrap_err();
+        assert!(
+            e.contains("plausibly milliseconds") && e.contains("1754006437.512"),
+            "{e}"
+        );
         assert_eq!(duration_ms("step", "15").unwrap(), 15_000);
         assert_eq!(duration_ms("step", "1m30s").unwrap(), 90_000);
         let e = duration_ms("query.timeout", "2x").unwrap_err().to_string();

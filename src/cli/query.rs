@@ -74,11 +74,15 @@ pub struct CommonArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
     pub format: OutputFormat,
-    /// The longest the query may run.
-    #[arg(long, default_value = "2m", value_name = "DURATION")]
+    /// The longest the query may run (the same flag as `serve`'s).
+    #[arg(long = "query.timeout", default_value = "2m", value_name = "DURATION")]
     pub timeout: String,
-    /// How far back an instant selector looks for a sample.
-    #[arg(long = "lookback-delta", default_value = "5m", value_name = "DURATION")]
+    /// How far back an instant selector looks for a sample (the same flag as `serve`'s).
+    #[arg(
+        long = "query.lookback-delta",
+        default_value = "5m",
+        value_name = "DURATION"
+    )]
     pub lookback_delta: String,
     /// Metric-rename bridging (with --data-dir).
     #[command(flatten)]
@@ -177,7 +181,7 @@ pub fn run_local(
             ..Options::default()
         },
     )
-    .map_err(|e| ApiError::internal(format!("opening {}: {e}", dir.display())))?;
+    .map_err(|e| ApiError::internal(format!("{:#}", super::store_error(dir, e))))?;
     let backend = DbBackend::new(
         Arc::new(db),
         EngineOptions {
@@ -440,7 +444,7 @@ fn rows(v: &QueryValue) -> Vec<(Option<&Labels>, i64, f64)> {
 fn print_csv(v: &QueryValue, w: &mut dyn Write) -> std::io::Result<()> {
     if let QueryValue::String { t, s } = v {
         writeln!(w, "timestamp,value")?;
-        return writeln!(w, "{},{}", json::format_timestamp(*t), csv_field(s));
+        return writeln!(w, "{t},{}", csv_field(s));
     }
     let rows = rows(v);
     let names: BTreeSet<&str> = rows
@@ -452,10 +456,8 @@ fn print_csv(v: &QueryValue, w: &mut dyn Write) -> std::io::Result<()> {
     header.extend(names.iter().map(|n| csv_field(n)));
     writeln!(w, "{}", header.join(","))?;
     for (l, t, val) in rows {
-        let mut line = vec![
-            json::format_timestamp(t),
-            format_float(val, FloatFormat::Json),
-        ];
+        // milliseconds since the epoch, as `inferdb export csv` writes them
+        let mut line = vec![t.to_string(), format_float(val, FloatFormat::Json)];
         for n in &names {
             line.push(csv_field(l.and_then(|l| l.get(n)).unwrap_or("")));
         }
@@ -535,8 +537,9 @@ impl QueryArgs {
                 )
             }
         };
-        let timeout = Duration::from_millis(duration_ms("timeout", &common.timeout)?.max(1) as u64);
-        let lookback = duration_ms("lookback-delta", &common.lookback_delta)?.max(1);
+        let timeout =
+            Duration::from_millis(duration_ms("query.timeout", &common.timeout)?.max(1) as u64);
+        let lookback = duration_ms("query.lookback-delta", &common.lookback_delta)?.max(1);
         if common.url.is_none() && !common.data_dir.is_dir() {
             eprintln!(
                 "inferdb query: data folder {} does not exist (give --data-dir DIR, or --url URL of a running server)",
@@ -590,7 +593,7 @@ mod tests {
         print(&out, OutputFormat::Csv, &mut buf).unwrap();
         assert_eq!(
             String::from_utf8(buf).unwrap(),
-            "timestamp,value,__name__,job\n1.500,1,up,\"a,b\"\n"
+            "timestamp,value,__name__,job\n1500,1,up,\"a,b\"\n"
         );
         let mut buf = Vec::new();
         print(&out, OutputFormat::Table, &mut buf).unwrap();

@@ -86,7 +86,7 @@ pub struct ServeArgs {
     #[arg(long = "demo.scenario", value_name = "PLAN", value_parser = super::simulate::parse_plan)]
     pub demo_scenario: Vec<crate::sim::ScenarioPlan>,
     /// First port of the --demo simulator (0: any free port).
-    #[arg(long = "demo.port", default_value_t = 8000, value_name = "PORT")]
+    #[arg(long = "demo.port", default_value_t = super::SIM_PORT, value_name = "PORT")]
     pub demo_port: u16,
     /// How long to keep data (e.g. 15d, 1y).
     #[arg(
@@ -571,7 +571,7 @@ impl ServeArgs {
                 },
             )
             .await
-            .context("starting the --demo vLLM simulator")?;
+            .map_err(|e| super::sim_start_error(e, "--demo.port"))?;
             demo_targets = sim.addrs().iter().map(|a| a.to_string()).collect();
             tracing::info!(
                 servers = demo_targets.len(),
@@ -585,7 +585,8 @@ impl ServeArgs {
         let urls = self.scrape.clone();
         let load = move || -> anyhow::Result<Config> {
             let mut cfg = match &config_file {
-                Some(p) => Config::load(p).with_context(|| format!("loading {}", p.display()))?,
+                Some(p) => Config::load(p)
+                    .map_err(|e| super::path_error(p, "loading the configuration", e))?,
                 None => {
                     // quick start: scrape every 15 s (Prometheus' example configuration)
                     let mut c = Config::default();
@@ -642,7 +643,7 @@ impl ServeArgs {
                     ..Options::default()
                 },
             )
-            .with_context(|| format!("opening the store in {}", dir.display()))
+            .map_err(|e| super::store_error(&dir, e))
         });
         let db = tokio::select! {
             db = opening => db??,

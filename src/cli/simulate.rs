@@ -7,14 +7,14 @@ use anyhow::Context;
 /// Arguments of `inferdb simulate`.
 #[derive(Debug, Clone, clap::Args)]
 #[command(after_help = "Examples:
-  inferdb simulate --port 8000
-  inferdb simulate --port 8000 --servers 3   # ports 8000, 8001, 8002; also /servers/<i>/metrics on 8000
+  inferdb simulate --port 8100
+  inferdb simulate --port 8100 --servers 3   # ports 8100, 8101, 8102; also /servers/<i>/metrics on 8100
   inferdb simulate --servers 4 --scenario kv-pressure --scenario healthy   # server 0 under KV pressure
   inferdb simulate --scenario healthy,cache-kick@10m,healthy@40m
-  curl -s localhost:8000/metrics | head")]
+  curl -s localhost:8100/metrics | head")]
 pub struct SimulateArgs {
     /// First port; server i listens on port+i (0: any free ports).
-    #[arg(long, default_value_t = 8000)]
+    #[arg(long, default_value_t = super::SIM_PORT)]
     pub port: u16,
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1")]
@@ -67,7 +67,7 @@ impl SimulateArgs {
             };
             let sim = crate::sim::Simulator::start(&self.host, self.port, opts)
                 .await
-                .context("starting the simulator")?;
+                .map_err(|e| super::sim_start_error(e, "--port"))?;
             for a in sim.addrs() {
                 println!("simulated vLLM server on http://{a}/metrics");
             }

@@ -171,7 +171,12 @@ pub fn print_stats(st: &TsdbStats, out: &mut dyn std::io::Write) -> std::io::Res
     writeln!(out, "series:           {}", st.series)?;
     writeln!(out, "samples:          {}", st.samples)?;
     writeln!(out, "blocks:           {}", st.blocks.len())?;
-    writeln!(out, "block bytes:      {}", st.block_bytes)?;
+    writeln!(
+        out,
+        "block bytes:      {} ({} bytes)",
+        indicatif::HumanBytes(st.block_bytes),
+        st.block_bytes
+    )?;
     match st.bytes_per_sample() {
         Some(b) => writeln!(out, "bytes/sample:     {b:.3} (blocks)")?,
         None => writeln!(out, "bytes/sample:     - (no blocks)")?,
@@ -189,17 +194,18 @@ pub fn print_stats(st: &TsdbStats, out: &mut dyn std::io::Write) -> std::io::Res
         writeln!(out, "head:             empty")?;
     }
     if !st.blocks.is_empty() {
-        writeln!(out, "\nBLOCK ID                    MIN TIME              MAX TIME              SERIES    SAMPLES     BYTES  LEVEL")?;
+        writeln!(out, "\nBLOCK ID                    MIN TIME              MAX TIME              SPAN      SERIES    SAMPLES        SIZE  LEVEL")?;
         for (m, size) in &st.blocks {
             writeln!(
                 out,
-                "{:<27} {:<21} {:<21} {:>7} {:>10} {:>9} {:>6}",
+                "{:<27} {:<21} {:<21} {:<8} {:>7} {:>10} {:>11} {:>6}",
                 m.id,
                 fmt_time(m.min_time),
                 fmt_time(m.max_time),
+                inferdb_query::printer::format_duration_ms(m.max_time - m.min_time),
                 m.num_series,
                 m.num_samples,
-                size,
+                indicatif::HumanBytes(*size).to_string(),
                 m.level
             )?;
         }
@@ -281,8 +287,8 @@ impl TsdbArgs {
     pub fn run(self) -> anyhow::Result<ExitCode> {
         match self.command {
             TsdbCommand::Stats(a) => {
-                let st = stats(&a.data_dir, a.top)
-                    .map_err(|e| anyhow::anyhow!("{}: {e}", a.data_dir.display()))?;
+                let st =
+                    stats(&a.data_dir, a.top).map_err(|e| super::store_error(&a.data_dir, e))?;
                 print_stats(&st, &mut std::io::stdout().lock())?;
                 Ok(ExitCode::SUCCESS)
             }

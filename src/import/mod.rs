@@ -64,6 +64,9 @@ pub struct ImportOptions {
     /// Bytes of finished chunks buffered in memory before they are written to the staging
     /// folder's spill files.
     pub spill_buffer_bytes: usize,
+    /// Accept timestamps that are plausibly milliseconds given as seconds (the year 5138 and
+    /// later, see [`crate::model::time::plausibly_milliseconds`]); refused by default.
+    pub allow_far_future: bool,
 }
 
 impl Default for ImportOptions {
@@ -74,6 +77,7 @@ impl Default for ImportOptions {
             progress: true,
             format: Format::OpenMetrics,
             spill_buffer_bytes: spill::DEFAULT_BUFFER_BYTES,
+            allow_far_future: false,
         }
     }
 }
@@ -297,6 +301,7 @@ struct Parsed {
 /// State of the parse pass over all files.
 struct Pass {
     bd: i64,
+    allow_far_future: bool,
     stats: ImportStats,
     series: Vec<SeriesState>,
     by_text: HashMap<Box<str>, u32>,
@@ -372,6 +377,22 @@ impl Pass {
     /// Adds one sample of series `idx`.
     fn sample(&mut self, idx: u32, t: i64, v: f64, file: &Path, line: usize) -> Result<(), Stop> {
         self.stats.samples += 1;
+        if !self.allow_far_future && crate::model::time::plausibly_milliseconds(t) {
+            return self.problem(
+                file,
+                line,
+                format!(
+                    "timestamp {} is the year {}: plausibly milliseconds where seconds are \
+                     expected (OpenMetrics timestamps are seconds); give --allow-far-future to \
+                     import it as it is",
+                    crate::api::json::format_timestamp(t),
+                    chrono::DateTime::from_timestamp_millis(t).map_or_else(
+                        || "?".to_string(),
+                        |d| chrono::Datelike::year(&d).to_string()
+                    )
+                ),
+            );
+        }
         match self.series[idx as usize].add(idx, t, v, self.bd, &mut self.spill) {
             Ok(true) => {
                 self.stats.min_time = self.stats.min_time.min(t);
@@ -450,6 +471,7 @@ fn parse_all(files: &[PathBuf], opts: &ImportOptions, spill: Spill) -> Result<Pa
     let spill_dir = spill.dir().to_path_buf();
     let mut pass = Pass {
         bd: opts.block_duration_ms.max(1),
+        allow_far_future: opts.allow_far_future,
         stats: ImportStats {
             min_time: i64::MAX,
             max_time: i64::MIN,

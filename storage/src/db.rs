@@ -845,7 +845,9 @@ impl DbInner {
             cut_any = true;
         }
         if cut_any {
+            let started = Instant::now();
             self.checkpoint(wal)?;
+            tracing::info!(duration = ?started.elapsed(), "WAL checkpoint complete");
         }
         Ok(())
     }
@@ -863,7 +865,7 @@ impl DbInner {
             };
             let started = Instant::now();
             wal::write_checkpoint(&dir, upto, &buf)?;
-            tracing::info!(upto_segment = upto, bytes = buf.len(), duration = ?started.elapsed(),
+            tracing::debug!(upto_segment = upto, bytes = buf.len(), duration = ?started.elapsed(),
                 "WAL checkpoint complete");
             Ok(())
         })();

@@ -330,7 +330,7 @@ pub fn replay_with_progress(
     if let Some(p) = progress {
         p.finish();
     }
-    if !read_only {
+    if !read_only && (stats.segments > 0 || stats.checkpoints > 0) {
         tracing::info!(
             checkpoint_replay_duration = ?checkpoint_done,
             wal_replay_duration = ?started.elapsed().saturating_sub(checkpoint_done),
