@@ -138,7 +138,7 @@ fn query_folder_url_and_api_agree() {
     assert_eq!(csv1, csv2);
     assert_eq!(
         csv1,
-        "timestamp,value,__name__,job,model_name\n1754000000,0,vllm:generation_tokens_total,vllm,qwen\n1754000030,600,vllm:generation_tokens_total,vllm,qwen\n1754000060,1200,vllm:generation_tokens_total,vllm,qwen\n"
+        "timestamp,value,__name__,job,model_name\n1754000000000,0,vllm:generation_tokens_total,vllm,qwen\n1754000030000,600,vllm:generation_tokens_total,vllm,qwen\n1754000060000,1200,vllm:generation_tokens_total,vllm,qwen\n"
     );
 
     // errors: a parse error exits 1 with Prometheus' message, both ways
