@@ -116,7 +116,9 @@ fn answers_while_the_wal_replays_then_becomes_ready() {
         "the replay ended before /-/ready answered once (make the WAL larger):\n{}",
         p.log()
     );
-    assert!(!seen_progress.is_empty());
+    // zeros until the replay has listed the segments (as Prometheus answers before it starts)
+    seen_progress.retain(|p| *p != (0, 0, 0));
+    assert!(!seen_progress.is_empty(), "no progress seen:\n{}", p.log());
     for &(min, max, current) in &seen_progress {
         assert_eq!((min, max), (1, i64::from(last)), "{seen_progress:?}");
         assert!(
