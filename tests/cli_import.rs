@@ -140,6 +140,31 @@ fn bad_line_is_reported_and_nothing_is_imported() {
 }
 
 #[test]
+fn invalid_utf8_is_a_problem_of_its_line_and_later_lines_are_still_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    // line 3 holds a byte that is not UTF-8; line 5 has another problem, which must be found too
+    let mut bad = b"# TYPE x gauge\nx{a=\"1\"} 1 1796088225.000\nx{a=\"".to_vec();
+    bad.extend_from_slice(&[0xff, 0xfe]);
+    bad.extend_from_slice(
+        b"\"} 2 1796088225.000\nx{a=\"3\"} 3 1796088225.000\nx{a=\"4\"} 4\n# EOF\n",
+    );
+    let b = tmp.path().join("bad.om");
+    std::fs::write(&b, &bad).unwrap();
+    match import_files(&data, std::slice::from_ref(&b), &opts()) {
+        Err(ImportError::Invalid(p)) => {
+            assert_eq!(p.len(), 2, "{p:?}");
+            assert_eq!((p[0].file.clone(), p[0].line), (b.clone(), 3));
+            assert_eq!(p[0].reason, "invalid UTF-8");
+            assert_eq!(p[1].line, 5);
+            assert!(p[1].reason.contains("no timestamp"), "{}", p[1]);
+        }
+        other => panic!("expected invalid input, got {other:?}"),
+    }
+    assert!(list_block_dirs(&data).unwrap().is_empty());
+}
+
+#[test]
 fn dry_run_counts_and_writes_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");

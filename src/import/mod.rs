@@ -249,28 +249,6 @@ fn release(map: &memmap2::Mmap, from: usize, to: usize) {
     let _ = (map, from, to);
 }
 
-/// Checks that `map` is UTF-8 piece by piece, handing each piece's pages back after it;
-/// `Err(valid_up_to)` otherwise.
-fn validate_utf8(map: &memmap2::Mmap) -> Result<(), usize> {
-    let mut p = 0usize;
-    while p < map.len() {
-        let end = (p + RELEASE_STEP).min(map.len());
-        match std::str::from_utf8(&map[p..end]) {
-            Ok(_) => {
-                release(map, p, end);
-                p = end;
-            }
-            // a character cut by the piece's end: go on from its first byte
-            Err(e) if e.error_len().is_none() && end < map.len() && e.valid_up_to() > 0 => {
-                release(map, p, p + e.valid_up_to());
-                p += e.valid_up_to();
-            }
-            Err(e) => return Err(p + e.valid_up_to()),
-        }
-    }
-    Ok(())
-}
-
 fn progress_bar(len: u64, name: &str) -> indicatif::ProgressBar {
     let pb = indicatif::ProgressBar::new(len);
     pb.set_style(
@@ -497,25 +475,20 @@ fn parse_all(files: &[PathBuf], opts: &ImportOptions, spill: Spill) -> Result<Pa
                 Err(_) => break,
             }
         }
-        // SAFETY: the file is only read; a concurrent writer could change the bytes under us,
-        // which would at worst produce parse errors (the text is validated as UTF-8 below).
+        // SAFETY: Rust requires the bytes of a borrowed map not to change while borrowed. We
+        // take that invariant the way ripgrep does for its memory maps (`MmapChoice::auto`):
+        // an import reads history files that nothing writes meanwhile, and the file is opened
+        // read-only and mapped privately, so this process never changes them. What this code
+        // does not rely on: the text being valid UTF-8 as a whole (each line is checked just
+        // before it is parsed, so bytes that differ from a first look cannot make an invalid
+        // `&str`), and pages staying resident (`release` drops them; a later access reads the
+        // file again).
         let map = unsafe { memmap2::Mmap::map(&f) }.map_err(io_err(path))?;
         #[cfg(unix)]
         let _ = map.advise(memmap2::Advice::Sequential);
-        let text = match validate_utf8(&map) {
-            // SAFETY: validated as UTF-8 just above.
-            Ok(()) => unsafe { std::str::from_utf8_unchecked(&map) },
-            Err(valid_up_to) => {
-                let line = map[..valid_up_to].iter().filter(|&&b| b == b'\n').count() + 1;
-                match pass.problem(path, line, "invalid UTF-8".into()) {
-                    Ok(()) => continue,
-                    Err(_) => break,
-                }
-            }
-        };
         let pb = (opts.progress && len >= PROGRESS_MIN_BYTES)
             .then(|| progress_bar(len, &path.display().to_string()));
-        let r = parse_text(&mut pass, &mut mini, path, text, &map, format, pb.as_ref());
+        let r = parse_text(&mut pass, &mut mini, path, &map, format, pb.as_ref());
         if let Some(pb) = pb {
             pb.finish_and_clear();
         }
@@ -546,17 +519,17 @@ fn parse_all(files: &[PathBuf], opts: &ImportOptions, spill: Spill) -> Result<Pa
     })
 }
 
-/// Parses one file's text (see [`parse_all`]).
+/// Parses one file's text (see [`parse_all`]), line by line; a line that is not UTF-8 is a
+/// problem of that line.
 fn parse_text(
     pass: &mut Pass,
     mini: &mut String,
     path: &Path,
-    text: &str,
     map: &memmap2::Mmap,
     format: Format,
     pb: Option<&indicatif::ProgressBar>,
 ) -> Result<(), Stop> {
-    let bytes = text.as_bytes();
+    let bytes: &[u8] = map;
     let mut pos = 0usize;
     let mut lineno = 0usize;
     let mut released = 0usize;
@@ -565,11 +538,15 @@ fn parse_text(
     // the series of the previous sample line: its text in the input and its index
     let mut prev: Option<(&str, u32)> = None;
     while pos < bytes.len() {
-        let end = text[pos..].find('\n').map_or(bytes.len(), |i| pos + i);
-        let raw = &text[pos..end];
-        let line = raw.strip_suffix('\r').unwrap_or(raw);
+        let end = memchr::memchr(b'\n', &bytes[pos..]).map_or(bytes.len(), |i| pos + i);
+        let raw = std::str::from_utf8(&bytes[pos..end]);
         pos = if end < bytes.len() { end + 1 } else { end };
         lineno += 1;
+        let Ok(raw) = raw else {
+            pass.problem(path, lineno, "invalid UTF-8".into())?;
+            continue;
+        };
+        let line = raw.strip_suffix('\r').unwrap_or(raw);
         if lineno & 0xffff == 0 {
             if let Some(pb) = pb {
                 pb.set_position(pos as u64);
