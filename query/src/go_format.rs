@@ -1,7 +1,8 @@
 //! Go's text forms of floats, the one implementation behind every place inferdb prints a
 //! float the way Prometheus does: `strconv.FormatFloat(v, 'g', -1, 64)` ([`FloatFormat::G`],
 //! PromQL values in messages and labels, the text exposition format),
-//! `strconv.FormatFloat(v, 'f', -1, 64)` ([`FloatFormat::F`]), and the HTTP API's JSON layout
+//! `strconv.FormatFloat(v, 'f', -1, 64)` ([`FloatFormat::F`]), `'e'` ([`FloatFormat::E`],
+//! alert values in the API), and the HTTP API's JSON layout
 //! ([`FloatFormat::Json`]: `'f'`, or `'e'` below `1e-6` and from `1e21` in magnitude).
 //!
 //! The shortest round-trip digits come from `zmij` (Schubfach), laid out as Go lays them out.
@@ -54,6 +55,9 @@ pub enum FloatFormat {
     F,
     /// Prometheus' API JSON values: `'f'`, except `'e'` when `|v| < 1e-6` or `|v| >= 1e21`.
     Json,
+    /// `strconv.FormatFloat(v, 'e', -1, 64)`: always an exponent of at least two digits
+    /// (`9.5e-01`, `1e+00`, `0e+00`), as the alerts API writes values.
+    E,
 }
 
 /// `v` in Go's layout `fmt`; `NaN`, `+Inf`, `-Inf` as Prometheus spells them.
@@ -78,6 +82,17 @@ pub fn push_float<W: TextSink + ?Sized>(out: &mut W, v: f64, fmt: FloatFormat) {
     let plain_range = match fmt {
         FloatFormat::G => 1e-4..1e6,
         FloatFormat::F | FloatFormat::Json => 1e-5..1e16,
+        FloatFormat::E => {
+            if abs == 0.0 {
+                out.put_ascii(if v.is_sign_negative() {
+                    b"-0e+00"
+                } else {
+                    b"0e+00"
+                });
+                return;
+            }
+            0.0..0.0
+        }
     };
     if abs == 0.0 || plain_range.contains(&abs) {
         out.put_ascii(r.strip_suffix(b".0").unwrap_or(r));
@@ -141,6 +156,8 @@ enum Rule {
     F,
     /// Exponent below -6 or at least 21.
     Json,
+    /// Always.
+    E,
 }
 
 impl From<FloatFormat> for Rule {
@@ -149,6 +166,7 @@ impl From<FloatFormat> for Rule {
             FloatFormat::G => Rule::G,
             FloatFormat::F => Rule::F,
             FloatFormat::Json => Rule::Json,
+            FloatFormat::E => Rule::E,
         }
     }
 }
@@ -205,6 +223,7 @@ fn push_float_slow<W: TextSink + ?Sized>(out: &mut W, r: &[u8], rule: Rule) {
         }
         Rule::F => false,
         Rule::Json => !(-6..21).contains(&e),
+        Rule::E => true,
     };
     if exponent_form {
         out.put_ascii(&d[..1]);
@@ -272,6 +291,28 @@ mod tests {
 
     /// Outputs of Go 1.22's `strconv.FormatFloat(v, 'g'|'f', -1, 64)` and of Prometheus'
     /// API (`'f'`, `'e'` outside `[1e-6, 1e21)`).
+    /// Go's `strconv.FormatFloat(v, 'e', -1, 64)`.
+    #[test]
+    fn e_like_go() {
+        for (v, go) in [
+            (0.95, "9.5e-01"),
+            (1.0, "1e+00"),
+            (0.0, "0e+00"),
+            (-0.0, "-0e+00"),
+            (-2.5, "-2.5e+00"),
+            (123456789.0, "1.23456789e+08"),
+            (1e-7, "1e-07"),
+            (1e100, "1e+100"),
+            (5e-324, "5e-324"),
+            (0.1 + 0.2, "3.0000000000000004e-01"),
+            (f64::NAN, "NaN"),
+            (f64::INFINITY, "+Inf"),
+            (f64::NEG_INFINITY, "-Inf"),
+        ] {
+            assert_eq!(format_float(v, FloatFormat::E), go, "{v:e}");
+        }
+    }
+
     #[test]
     fn like_go_strconv() {
         let tie_lo = f64::from_bits(0x4311_04c1_de29_32dd); // 1197576326630583.25

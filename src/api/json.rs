@@ -40,6 +40,27 @@ pub fn push_timestamp<W: TextSink + ?Sized>(out: &mut W, t_ms: i64) {
     }
 }
 
+/// Appends a time as Go's `encoding/json` writes a `time.Time` in UTC (RFC 3339 with up to
+/// nine fraction digits, trailing zeros dropped), quoted; `None` is Go's zero time
+/// `"0001-01-01T00:00:00Z"`.
+pub fn push_go_time<W: TextSink + ?Sized>(out: &mut W, t: Option<std::time::SystemTime>) {
+    use chrono::{DateTime, Utc};
+    let Some(t) = t else {
+        out.put("\"0001-01-01T00:00:00Z\"");
+        return;
+    };
+    let d = DateTime::<Utc>::from(t);
+    out.put_byte(b'"');
+    out.put(&d.format("%Y-%m-%dT%H:%M:%S").to_string());
+    let ns = d.timestamp_subsec_nanos();
+    if ns != 0 {
+        let frac = format!("{ns:09}");
+        out.put_byte(b'.');
+        out.put(frac.trim_end_matches('0'));
+    }
+    out.put("Z\"");
+}
+
 /// Appends `s` as a JSON string literal (with quotes), escaped as Go's `encoding/json` does.
 pub fn push_str<W: TextSink + ?Sized>(out: &mut W, s: &str) {
     out.put_byte(b'"');

@@ -1,4 +1,4 @@
-//! Small endpoints: exemplars (none), rules and alerts (none), `format_query`, health,
+//! Small endpoints: exemplars (none), `format_query`, health,
 //! readiness, reload and inferdb's own `/metrics`.
 
 use std::fmt::Write as _;
@@ -47,16 +47,6 @@ pub(crate) async fn format_query(
     let mut d = String::new();
     json::push_str(&mut d, &formatted);
     Ok(success(&d, &[], &[]))
-}
-
-/// Handles GET `/api/v1/rules`: inferdb evaluates no rules yet.
-pub(crate) async fn rules() -> Response {
-    success("{\"groups\":[]}", &[], &[])
-}
-
-/// Handles GET `/api/v1/alerts`.
-pub(crate) async fn alerts() -> Response {
-    success("{\"alerts\":[]}", &[], &[])
 }
 
 /// Handles `/-/healthy`.

@@ -26,6 +26,7 @@ mod parse_query;
 mod query;
 mod query_range;
 mod read;
+mod rules;
 mod series;
 mod status;
 mod targets;

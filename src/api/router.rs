@@ -117,6 +117,7 @@ struct Inner {
     remote: std::sync::OnceLock<Arc<crate::remote::receiver::RemoteStore>>,
     wal_replay: std::sync::OnceLock<Arc<inferdb_storage::ReplayProgress>>,
     notifier: std::sync::OnceLock<crate::notifier::Notifier>,
+    rules: std::sync::OnceLock<Arc<crate::rules::manager::RuleManager>>,
     /// Queries (see [`InlineKey`]) that did not finish within [`INLINE_BUDGET`] last time.
     too_big_inline: Mutex<std::collections::HashSet<u64>>,
 }
@@ -147,6 +148,7 @@ impl ApiState {
                 remote: std::sync::OnceLock::new(),
                 wal_replay: std::sync::OnceLock::new(),
                 notifier: std::sync::OnceLock::new(),
+                rules: std::sync::OnceLock::new(),
                 too_big_inline: Mutex::new(std::collections::HashSet::new()),
             }),
         }
@@ -201,6 +203,16 @@ impl ApiState {
 
     pub(crate) fn wal_replay(&self) -> Option<&Arc<inferdb_storage::ReplayProgress>> {
         self.inner.wal_replay.get()
+    }
+
+    /// Attaches the rule manager (`/api/v1/rules`, `/api/v1/alerts`); without one both
+    /// answer empty lists. Only the first call takes effect.
+    pub fn set_rules(&self, rules: Arc<crate::rules::manager::RuleManager>) {
+        let _ = self.inner.rules.set(rules);
+    }
+
+    pub(crate) fn rules(&self) -> Option<&Arc<crate::rules::manager::RuleManager>> {
+        self.inner.rules.get()
     }
 
     /// Marks the server ready or not (`/-/ready`); e.g. not ready while replaying the WAL.
@@ -478,8 +490,8 @@ pub fn router(state: ApiState) -> Router {
         .route("/label/{name}/values", get(labels::values))
         .route("/metadata", get(metadata::handle))
         .route("/targets", get(targets::handle))
-        .route("/rules", get(misc::rules))
-        .route("/alerts", get(misc::alerts))
+        .route("/rules", get(super::rules::rules))
+        .route("/alerts", get(super::rules::alerts))
         .route("/alertmanagers", get(super::alertmanagers::handle))
         .route("/status/buildinfo", get(status::buildinfo))
         .route("/status/runtimeinfo", get(status::runtimeinfo))

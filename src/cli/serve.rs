@@ -23,6 +23,7 @@ use crate::api::{self, ApiConfig, ApiState, DbBackend, MetricMetadata, ScrapeSta
 use crate::config::Config;
 use crate::config::{parse_bytes, ScrapeConfig};
 use crate::model::sink::SampleSink;
+use crate::rules::manager::{ManagerOptions, RuleManager};
 use crate::scrape::ScrapeManager;
 
 /// Arguments of `inferdb serve`.
@@ -182,6 +183,28 @@ pub struct ServeArgs {
         action = clap::ArgAction::Set
     )]
     pub drain_notification_queue: bool,
+    /// Max time to tolerate an outage for restoring the "for" state of alerts.
+    #[arg(
+        long = "rules.alert.for-outage-tolerance",
+        value_name = "DURATION",
+        default_value = "1h"
+    )]
+    pub rules_for_outage_tolerance: String,
+    /// Minimum duration between an alert and its restored "for" state; maintained only for
+    /// alerts whose "for" is longer than this.
+    #[arg(
+        long = "rules.alert.for-grace-period",
+        value_name = "DURATION",
+        default_value = "10m"
+    )]
+    pub rules_for_grace_period: String,
+    /// Minimum time to wait before resending a firing alert to Alertmanager.
+    #[arg(
+        long = "rules.alert.resend-delay",
+        value_name = "DURATION",
+        default_value = "1m"
+    )]
+    pub rules_resend_delay: String,
     /// Prometheus' console template flags: refused (inferdb serves no console templates).
     #[arg(
         long = "web.console.libraries",
@@ -288,6 +311,7 @@ struct ScrapeView {
     db: Arc<Db>,
     configs: watch::Sender<Config>,
     load: Arc<dyn Fn() -> anyhow::Result<Config> + Send + Sync>,
+    rules: Arc<RuleManager>,
 }
 
 impl ScrapeStatus for ScrapeView {
@@ -344,12 +368,21 @@ impl ScrapeStatus for ScrapeView {
         o
     }
 
+    /// Called on a blocking thread (SIGHUP, `/-/reload`): rule files are read and checked
+    /// before anything is applied, so a broken one refuses the whole reload.
     fn reload(&self) -> Result<(), String> {
-        let res = (self.load)().map_err(|e| format!("{e:#}"));
+        let res = (self.load)().map_err(|e| format!("{e:#}")).and_then(|cfg| {
+            let rules = self
+                .rules
+                .prepare(&cfg)
+                .map_err(|e| format!("error loading rules, previous rule set restored: {e}"))?;
+            Ok((cfg, rules))
+        });
         crate::metrics::record_config_reload(res.is_ok());
         match res {
-            Ok(cfg) => {
+            Ok((cfg, rules)) => {
                 self.configs.send_replace(cfg);
+                tokio::runtime::Handle::current().block_on(self.rules.apply(rules));
                 tracing::info!("Completed loading of configuration file");
                 Ok(())
             }
@@ -463,6 +496,18 @@ impl ServeArgs {
         flags.insert(
             "alertmanager.drain-notification-queue-on-shutdown".into(),
             self.drain_notification_queue.to_string(),
+        );
+        flags.insert(
+            "rules.alert.for-outage-tolerance".into(),
+            self.rules_for_outage_tolerance.clone(),
+        );
+        flags.insert(
+            "rules.alert.for-grace-period".into(),
+            self.rules_for_grace_period.clone(),
+        );
+        flags.insert(
+            "rules.alert.resend-delay".into(),
+            self.rules_resend_delay.clone(),
         );
         if self.max_connections == 0 {
             return Err(anyhow!("--web.max-connections must be at least 1"));
@@ -656,6 +701,35 @@ impl ServeArgs {
         let db = Arc::new(db);
         tracing::info!(dir = %self.data_dir.display(), series = db.stats().head_series, "store open");
 
+        // rules read the store through the same engine options as /api/v1/query
+        let engine_opts = EngineOptions {
+            lookback_delta_ms: api_cfg.lookback_delta_ms,
+            max_samples: api_cfg.max_samples,
+            timeout: api_cfg.query_timeout,
+            metric_aliases,
+            ..EngineOptions::default()
+        };
+        let rules = RuleManager::new(
+            db.clone(),
+            engine_opts.clone(),
+            ManagerOptions {
+                outage_tolerance_ms: duration_ms(
+                    "rules.alert.for-outage-tolerance",
+                    &self.rules_for_outage_tolerance,
+                )?,
+                for_grace_period_ms: duration_ms(
+                    "rules.alert.for-grace-period",
+                    &self.rules_for_grace_period,
+                )?,
+                resend_delay_ms: duration_ms("rules.alert.resend-delay", &self.rules_resend_delay)?,
+                external_url: api_cfg.web.external_url().to_string(),
+            },
+        );
+        let prepared = rules
+            .prepare(&cfg)
+            .map_err(|e| anyhow!("error loading rules: {e}"))?;
+        rules.apply(prepared).await;
+
         let sink: Arc<dyn SampleSink> = db.clone();
         let mgr = Arc::new(ScrapeManager::new(sink.clone()));
         let (cfg_tx, cfg_rx) = watch::channel(cfg);
@@ -719,6 +793,7 @@ impl ServeArgs {
             db: db.clone(),
             configs: cfg_tx,
             load: Arc::new(load),
+            rules: rules.clone(),
         });
         #[cfg(unix)]
         let hup_task = {
@@ -737,17 +812,9 @@ impl ServeArgs {
                 })
         };
 
-        let backend = DbBackend::new(
-            db.clone(),
-            EngineOptions {
-                lookback_delta_ms: api_cfg.lookback_delta_ms,
-                max_samples: api_cfg.max_samples,
-                timeout: api_cfg.query_timeout,
-                metric_aliases,
-                ..EngineOptions::default()
-            },
-        );
+        let backend = DbBackend::new(db.clone(), engine_opts);
         let state = ApiState::new(Arc::new(backend), view, api_cfg);
+        state.set_rules(rules.clone());
         state.set_remote(Arc::new(crate::remote::receiver::RemoteStore::new(
             db.clone(),
             crate::remote::receiver::RemoteOptions {
@@ -769,6 +836,8 @@ impl ServeArgs {
             h.abort();
             let _ = h.await;
         }
+        rules.stop().await;
+        drop(rules);
         let _ = scraper.await;
         mgr.stop().await;
         let _ = notifier_task.await;

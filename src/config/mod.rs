@@ -6,8 +6,8 @@
 //! settings they share are in [`http`]. Unknown fields are refused with their name and line.
 //! Sections inferdb does not implement (remote_read, storage, tracing, otlp, runtime, service
 //! discoveries other than static and file) are accepted, named in one warning
-//! ([`Config::warnings`]) and ignored; so are `rule_files` and `alerting` until rules are
-//! evaluated.
+//! ([`Config::warnings`]) and ignored; so is `alerting` until alerts are sent. `rule_files`
+//! are read by the rule manager (`rules::manager`).
 
 pub mod alerting;
 pub mod http;
@@ -323,7 +323,6 @@ impl Config {
         remote_write::check_all(&mut self.remote_write, base)?;
         let g = &self.global;
         for (name, present) in [
-            ("rule_files", !self.rule_files.is_empty()),
             ("alerting", !self.alerting.is_empty()),
             ("remote_read", self.remote_read.is_some()),
             ("storage", self.storage.is_some()),
@@ -528,7 +527,7 @@ scrape_configs:
         assert_eq!(d.interval(&c.global), Duration::from_secs(5));
         assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
         let w = &c.warnings[0];
-        assert!(w.contains("rule_files"), "{w}");
+        assert!(!w.contains("rule_files"), "rule files are evaluated: {w}");
         assert!(w.contains("alerting"), "{w}");
     }
 

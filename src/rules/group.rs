@@ -3,12 +3,13 @@
 //! state (inactive → pending → firing, `for`, `keep_firing_for`) and emit `ALERTS` and
 //! `ALERTS_FOR_STATE`; series a rule stops producing get a staleness marker.
 
-use std::collections::{BTreeMap, HashMap};
-use std::time::{Duration, Instant};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::time::{Duration, Instant, SystemTime};
 
 use inferdb_query::ast::Expr;
+use inferdb_query::storage::Queryable;
 use inferdb_query::value::Vector;
-use inferdb_storage::{Label, Labels};
+use inferdb_storage::{Label, Labels, MatchOp, Matcher};
 
 use super::file::{Rule, RuleGroup};
 use crate::template::{self, AlertData};
@@ -115,6 +116,8 @@ pub struct LoadedRule {
     pub last_eval_ms: i64,
     /// How long its last evaluation took.
     pub eval_duration: Duration,
+    /// The wall clock when its last evaluation started (the API's `lastEvaluation`).
+    pub last_eval_at: Option<SystemTime>,
     /// Alerting rules: the active alerts by label set.
     pub active: BTreeMap<Labels, Alert>,
     /// Alerting rules: whether the `for` state was restored (until then no `ALERTS` series
@@ -162,7 +165,46 @@ pub struct Group {
     pub last_eval_ms: i64,
     /// How long the last evaluation took.
     pub eval_duration: Duration,
+    /// The wall clock when the last evaluation started (the API's `lastEvaluation`).
+    pub last_eval_at: Option<SystemTime>,
+    /// Series of rules that are gone (a reload removed or renamed them): they get a
+    /// staleness marker at the next evaluation.
+    stale_series: Vec<Labels>,
     opts: GroupOptions,
+}
+
+/// What one evaluation of a group did, for the rule metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EvalStats {
+    /// Samples the rules produced (Prometheus' `rule_group_last_evaluation_samples`).
+    pub samples: usize,
+    /// Rules whose evaluation failed.
+    pub failures: usize,
+}
+
+/// One alert as it goes to Alertmanager (Prometheus' `sendAlerts`): `ends_at_ms` is the
+/// resolve time once resolved, else the time until which the notification is valid.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AlertToSend {
+    /// The alert's labels.
+    pub labels: Labels,
+    /// Its annotations, sorted by name.
+    pub annotations: Vec<(String, String)>,
+    /// When it started firing (ms).
+    pub starts_at_ms: i64,
+    /// When it ended or stops being valid (ms).
+    pub ends_at_ms: i64,
+    /// The rule's expression as PromQL text (for the generator URL).
+    pub expr: String,
+}
+
+/// How `for` state is restored after a restart (Prometheus' `--rules.alert.*` flags).
+#[derive(Debug, Clone, Copy)]
+pub struct RestoreOptions {
+    /// How far back `ALERTS_FOR_STATE` is looked for (`--rules.alert.for-outage-tolerance`).
+    pub outage_tolerance_ms: i64,
+    /// The least time left before a restored alert may fire (`--rules.alert.for-grace-period`).
+    pub for_grace_period_ms: i64,
 }
 
 fn from_maps(group: &[(String, String)], rule: &[(String, String)]) -> Vec<(String, String)> {
@@ -187,6 +229,7 @@ impl Group {
                 last_error: None,
                 last_eval_ms: 0,
                 eval_duration: Duration::ZERO,
+                last_eval_at: None,
                 active: BTreeMap::new(),
                 restored: false,
                 series_prev: HashMap::new(),
@@ -205,6 +248,8 @@ impl Group {
             rules,
             last_eval_ms: 0,
             eval_duration: Duration::ZERO,
+            last_eval_at: None,
+            stale_series: Vec::new(),
             opts,
         })
     }
@@ -212,11 +257,14 @@ impl Group {
     /// Evaluates every rule in order at `ts_ms`; each rule's output (results, `ALERTS`,
     /// staleness markers) is appended and committed before the next rule runs. A failing
     /// rule records its error and the group goes on.
-    pub fn eval(&mut self, ts_ms: i64, store: &mut dyn RuleStore) {
+    pub fn eval(&mut self, ts_ms: i64, store: &mut dyn RuleStore) -> EvalStats {
         let start = Instant::now();
+        self.last_eval_at = Some(SystemTime::now());
+        let mut stats = EvalStats::default();
         let eval_ts = ts_ms - self.query_offset_ms;
         for i in 0..self.rules.len() {
             let rstart = Instant::now();
+            self.rules[i].last_eval_at = Some(SystemTime::now());
             let res = if self.rules[i].is_alert() {
                 eval_alert(
                     &mut self.rules[i],
@@ -235,10 +283,12 @@ impl Group {
                 Err(e) => {
                     rule.health = Health::Err;
                     rule.last_error = Some(e);
+                    stats.failures += 1;
                 }
                 Ok(vector) => {
                     rule.health = Health::Ok;
                     rule.last_error = None;
+                    stats.samples += vector.len();
                     let mut now: HashMap<Labels, ()> = HashMap::with_capacity(vector.len());
                     for (l, t, v) in vector {
                         store.append(&l, t, v);
@@ -255,8 +305,190 @@ impl Group {
             }
             rule.eval_duration = rstart.elapsed();
         }
+        if !self.stale_series.is_empty() {
+            for l in std::mem::take(&mut self.stale_series) {
+                store.append(&l, eval_ts, inferdb_storage::stale_nan());
+            }
+            store.commit();
+        }
         self.last_eval_ms = ts_ms;
         self.eval_duration = start.elapsed();
+        stats
+    }
+
+    /// Whether `other` is the same group as loaded (file, name, interval, limit, query
+    /// offset, and every rule as written with its labels): a reload keeps such a group
+    /// running untouched, as Prometheus' `Group.Equals` does.
+    pub fn same_definition(&self, other: &Group) -> bool {
+        self.file == other.file
+            && self.name == other.name
+            && self.interval_ms == other.interval_ms
+            && self.limit == other.limit
+            && self.query_offset_ms == other.query_offset_ms
+            && self.rules.len() == other.rules.len()
+            && self
+                .rules
+                .iter()
+                .zip(&other.rules)
+                .all(|(a, b)| a.def == b.def && a.labels == b.labels)
+    }
+
+    /// Takes over the state of `from`, the group this one replaces on a reload (Prometheus'
+    /// `CopyState`): rules are matched by name and labels, in order; a matched rule keeps
+    /// its series (for staleness) and, if alerting, its active alerts; the series of rules
+    /// left unmatched get a staleness marker at this group's first evaluation.
+    pub fn copy_state(&mut self, from: &mut Group) {
+        self.eval_duration = from.eval_duration;
+        self.last_eval_at = from.last_eval_at;
+        self.last_eval_ms = from.last_eval_ms;
+        // Prometheus keys rules by name and labels as text
+        let key = |r: &LoadedRule| format!("{}{:?}", r.def.name(), r.labels);
+        let mut by_key: HashMap<String, VecDeque<usize>> = HashMap::new();
+        for (i, r) in from.rules.iter().enumerate() {
+            by_key.entry(key(r)).or_default().push_back(i);
+        }
+        for r in &mut self.rules {
+            let Some(fi) = by_key.get_mut(&key(r)).and_then(|q| q.pop_front()) else {
+                continue;
+            };
+            let old = &mut from.rules[fi];
+            r.series_prev = std::mem::take(&mut old.series_prev);
+            if r.is_alert() && old.is_alert() {
+                r.active = std::mem::take(&mut old.active);
+            }
+        }
+        self.stale_series = std::mem::take(&mut from.stale_series);
+        for idx in by_key.into_values() {
+            for fi in idx {
+                self.stale_series
+                    .extend(std::mem::take(&mut from.rules[fi].series_prev).into_keys());
+            }
+        }
+    }
+
+    /// Every series the group wrote at its last evaluation (and those still waiting for a
+    /// staleness marker), taken out: for the markers written when the group is removed.
+    pub fn take_series(&mut self) -> Vec<Labels> {
+        let mut out = std::mem::take(&mut self.stale_series);
+        for r in &mut self.rules {
+            out.extend(std::mem::take(&mut r.series_prev).into_keys());
+        }
+        out
+    }
+
+    /// Restores the `for` state of active alerts from the `ALERTS_FOR_STATE` series in `q`
+    /// as Prometheus' `RestoreForState` does at `now_ms`, then marks every alerting rule
+    /// restored. An alert found active before the outage keeps the time it spent pending,
+    /// the outage added; one that would fire within the grace period is moved to fire
+    /// exactly then; rules whose `for` is shorter than the grace period are not restored.
+    pub fn restore_for_state(&mut self, now_ms: i64, q: &dyn Queryable, o: RestoreOptions) {
+        let mint = now_ms - o.outage_tolerance_ms;
+        for rule in &mut self.rules {
+            if !rule.is_alert() {
+                continue;
+            }
+            let hold = rule.def.for_ms;
+            if hold < o.for_grace_period_ms {
+                rule.restored = true;
+                continue;
+            }
+            let mut matchers = vec![
+                Matcher::new(MatchOp::Equal, "__name__", "ALERTS_FOR_STATE"),
+                Matcher::new(MatchOp::Equal, "alertname", &rule.def.alert),
+            ];
+            for (k, v) in &rule.labels {
+                if k != "alertname" && !v.contains("{{") {
+                    matchers.push(Matcher::new(MatchOp::Equal, k, v));
+                }
+            }
+            let matchers: Vec<Matcher> = matchers.into_iter().flatten().collect();
+            let series = match q.select(&matchers, mint, now_ms) {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::error!(alertname = %rule.def.alert, stage = "Select", err = %e,
+                        "Failed to restore 'for' state");
+                    rule.restored = true;
+                    continue;
+                }
+            };
+            let mut last: HashMap<Labels, (i64, f64)> = HashMap::new();
+            for s in series {
+                let mut l = s.labels.as_slice().to_vec();
+                l.retain(|l| l.name != "__name__");
+                let mut end = None;
+                for (t, v) in s.samples {
+                    if t < mint {
+                        continue;
+                    }
+                    if t > now_ms {
+                        break;
+                    }
+                    end = Some((t, v));
+                }
+                if let Some(p) = end {
+                    last.insert(Labels::new(l), p);
+                }
+            }
+            for a in rule.active.values_mut() {
+                let Some(&(t, v)) = last.get(&a.labels) else {
+                    continue;
+                };
+                if inferdb_storage::is_stale_nan(v) {
+                    continue;
+                }
+                let down_at = t.div_euclid(1000) * 1000;
+                let mut active_at = (v as i64) * 1000;
+                let remaining = hold - (down_at - active_at);
+                if remaining <= 0 {
+                    // it was firing when the server went down: the next evaluation decides
+                } else if remaining < o.for_grace_period_ms {
+                    active_at = now_ms + o.for_grace_period_ms - hold;
+                } else {
+                    active_at += now_ms - down_at;
+                }
+                a.active_at = active_at;
+                tracing::debug!(alertname = %rule.def.alert, labels = %a.labels,
+                    restored_active_at = active_at, "'for' state restored");
+            }
+            rule.restored = true;
+        }
+    }
+
+    /// The alerts to send to Alertmanager after an evaluation at `ts_ms` (Prometheus'
+    /// `sendAlerts`): firing alerts not sent within `resend_delay_ms`, and alerts resolved
+    /// since they were last sent; each sent one is valid for four times the larger of the
+    /// resend delay and the group interval.
+    pub fn alerts_to_send(&mut self, ts_ms: i64, resend_delay_ms: i64) -> Vec<AlertToSend> {
+        let mut out = Vec::new();
+        let delta = resend_delay_ms.max(self.interval_ms);
+        for rule in &mut self.rules {
+            if !rule.is_alert() {
+                continue;
+            }
+            let mut expr: Option<String> = None;
+            for a in rule.active.values_mut() {
+                let needs = a.state != AlertState::Pending
+                    && (a.resolved_at > a.last_sent_at || a.last_sent_at + resend_delay_ms < ts_ms);
+                if !needs {
+                    continue;
+                }
+                a.last_sent_at = ts_ms;
+                a.valid_until = ts_ms + 4 * delta;
+                let expr = expr.get_or_insert_with(|| rule.expr.to_string()).clone();
+                out.push(AlertToSend {
+                    labels: a.labels.clone(),
+                    annotations: a.annotations.clone(),
+                    starts_at_ms: a.fired_at,
+                    ends_at_ms: if a.resolved_at != 0 {
+                        a.resolved_at
+                    } else {
+                        a.valid_until
+                    },
+                    expr,
+                });
+            }
+        }
+        out
     }
 
     /// Marks every alerting rule restored (its `ALERTS` series are written from now on).

@@ -2,11 +2,13 @@
 //! positioned YAML tree of `yaml.rs`), evaluation and alert state (`group.rs`), promtool's
 //! `check rules` (`check.rs`) and rule unit tests (`unittest.rs`, with the input-series
 //! notation of `series.rs`); evaluation timestamps and the store over `Db` (`schedule.rs`);
-//! the vLLM rule pack built into the binary (`pack.rs`).
+//! the vLLM rule pack built into the binary (`pack.rs`); the manager `serve` runs
+//! (`manager.rs`).
 
 pub mod check;
 pub mod file;
 pub mod group;
+pub mod manager;
 pub mod pack;
 pub mod schedule;
 pub mod series;

@@ -2,7 +2,8 @@
 //! (each group offset within its interval by a hash of its file and name, so groups spread
 //! over the interval and restarts keep the same phase) and a [`RuleStore`] over the on-disk
 //! [`Db`]: queries through the same engine as `/api/v1/query`, output through the normal
-//! append path (WAL first), one transaction per rule.
+//! append path (WAL first), one transaction per rule. [`super::manager`] runs groups on
+//! these timestamps.
 
 use std::sync::Arc;
 
@@ -57,6 +58,16 @@ impl DbStore {
             pending: Vec::new(),
             refused: 0,
         }
+    }
+
+    /// Queries with `engine` from now on (a reload may change its options).
+    pub fn set_engine(&mut self, engine: Engine) {
+        self.engine = engine;
+    }
+
+    /// The count of refused samples since the last call, reset to zero.
+    pub fn take_refused(&mut self) -> u64 {
+        std::mem::take(&mut self.refused)
     }
 }
 
