@@ -783,6 +783,7 @@ impl ServeArgs {
         notifier
             .apply_config(&cfg_tx.borrow())
             .context("applying the alerting configuration")?;
+        rules.set_sender(Arc::new(notifier.clone()));
         let notifier_task = tokio::spawn(crate::notifier::follow_config(
             notifier.clone(),
             cfg_tx.subscribe(),

@@ -6,8 +6,8 @@
 //! settings they share are in [`http`]. Unknown fields are refused with their name and line.
 //! Sections inferdb does not implement (remote_read, storage, tracing, otlp, runtime, service
 //! discoveries other than static and file) are accepted, named in one warning
-//! ([`Config::warnings`]) and ignored; so is `alerting` until alerts are sent. `rule_files`
-//! are read by the rule manager (`rules::manager`).
+//! ([`Config::warnings`]) and ignored. `rule_files` are run by the rule manager
+//! (`rules::manager`), `alerting` by the notifier (`notifier`).
 
 pub mod alerting;
 pub mod http;
@@ -323,7 +323,6 @@ impl Config {
         remote_write::check_all(&mut self.remote_write, base)?;
         let g = &self.global;
         for (name, present) in [
-            ("alerting", !self.alerting.is_empty()),
             ("remote_read", self.remote_read.is_some()),
             ("storage", self.storage.is_some()),
             ("tracing", self.tracing.is_some()),
@@ -525,10 +524,8 @@ scrape_configs:
         assert_eq!(d.params["collect[]"], vec!["a", "b"]);
         assert!(d.tls_config.as_ref().unwrap().insecure_skip_verify);
         assert_eq!(d.interval(&c.global), Duration::from_secs(5));
-        assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
-        let w = &c.warnings[0];
-        assert!(!w.contains("rule_files"), "rule files are evaluated: {w}");
-        assert!(w.contains("alerting"), "{w}");
+        // rule files are evaluated and alerts sent: nothing here is ignored
+        assert!(c.warnings.is_empty(), "{:?}", c.warnings);
     }
 
     /// Service discoveries inferdb lacks are refused by name, not ignored.

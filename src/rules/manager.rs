@@ -19,16 +19,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use inferdb_query::{Engine, EngineOptions};
-use inferdb_storage::Db;
+use inferdb_storage::{Db, Labels};
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::file::{parse, parse_file, RuleFileErrors};
-use super::group::{AlertToSend, Group, GroupOptions, RestoreOptions, RuleStore};
+use super::group::{Group, GroupOptions, RestoreOptions, RuleStore};
 use super::schedule::{eval_timestamp_ms, DbStore};
 use crate::config::Config;
 use crate::model::time::now_ms;
+use crate::notifier::{generator_url, Alert as NotifierAlert, Notifier};
 
 /// Settings of the manager that come from flags.
 #[derive(Debug, Clone)]
@@ -56,10 +57,17 @@ impl Default for ManagerOptions {
     }
 }
 
-/// Where firing and resolved alerts go (the Alertmanager notifier).
+/// Where firing and resolved alerts go: the Alertmanager [`Notifier`] (a trait, so tests
+/// can watch what is sent).
 pub trait AlertSender: Send + Sync {
-    /// Queues `alerts` for sending; `generator_url` is the link Prometheus attaches.
-    fn send(&self, alerts: Vec<(AlertToSend, String)>);
+    /// Queues `alerts` for sending.
+    fn send(&self, alerts: Vec<NotifierAlert>);
+}
+
+impl AlertSender for Notifier {
+    fn send(&self, alerts: Vec<NotifierAlert>) {
+        Notifier::send(self, alerts);
+    }
 }
 
 /// Why rule files were refused: every message, each with its file (and line and column where
@@ -520,13 +528,16 @@ async fn run_group(
             let to_send = g.alerts_to_send(ts, cx.opts.resend_delay_ms);
             drop(g);
             if let (Some(s), false) = (sender, to_send.is_empty()) {
-                let base = cx.opts.external_url.trim_end_matches('/').to_string();
+                let url = &cx.opts.external_url;
                 s.send(
                     to_send
                         .into_iter()
-                        .map(|a| {
-                            let url = generator_url(&base, &a.expr);
-                            (a, url)
+                        .map(|a| NotifierAlert {
+                            generator_url: generator_url(url, &a.expr),
+                            labels: a.labels,
+                            annotations: Labels::from_pairs(a.annotations),
+                            starts_at: a.starts_at_ms,
+                            ends_at: a.ends_at_ms,
                         })
                         .collect(),
                 );
@@ -551,15 +562,6 @@ async fn run_group(
 /// Completes once `rx` holds `true` (or its sender is gone).
 async fn set(rx: &mut watch::Receiver<bool>) {
     let _ = rx.wait_for(|v| *v).await;
-}
-
-/// Prometheus' generator URL: `<external URL>/graph?g0.expr=<expr>&g0.tab=1`.
-pub fn generator_url(external_url: &str, expr: &str) -> String {
-    let q: String = form_urlencoded::byte_serialize(expr.as_bytes()).collect();
-    format!(
-        "{}/graph?g0.expr={q}&g0.tab=1",
-        external_url.trim_end_matches('/')
-    )
 }
 
 /// The last observations of a duration, for a summary's quantiles (Prometheus keeps a
@@ -617,7 +619,7 @@ impl Window {
 mod tests {
     use super::*;
     use crate::rules::group::AlertState;
-    use inferdb_storage::{Labels, Options};
+    use inferdb_storage::Options;
 
     fn db(dir: &std::path::Path) -> Arc<Db> {
         Arc::new(
@@ -813,13 +815,5 @@ mod tests {
 
     fn db_at(dir: &std::path::Path) -> Arc<Db> {
         db(dir)
-    }
-
-    #[test]
-    fn generator_url_as_prometheus_writes_it() {
-        assert_eq!(
-            generator_url("http://h:9090/", "up == 0"),
-            "http://h:9090/graph?g0.expr=up+%3D%3D+0&g0.tab=1"
-        );
     }
 }
