@@ -424,9 +424,10 @@ fn full_disk_while_scraping_then_kill_loses_nothing() {
 }
 
 /// The soak of `benches/full_disk_soak.sh`: `INFERDB_SOAK_ROUNDS` episodes (default 10) with
-/// the fill after a random 1-6 s, held 2-5 s, while 2 s blocks are cut and compacted; every
-/// third round `inferdb import` starts just before the fill and writes into the same file
-/// system. Prints one line per round and a summary.
+/// the fill after a random 1-6 s, held 2-5 s, while 2 s blocks are cut and compacted (ranges
+/// 2 s × 3^k) and while `inferdb import`, started just before the fill, writes into the same
+/// file system. Prints one line per round (with the compactions done and failed) and a
+/// summary.
 #[test]
 #[ignore]
 fn soak() {
@@ -459,32 +460,40 @@ fn soak() {
     let blocks = ["--storage.tsdb.min-block-duration", "2s"];
     let mut srv = s.start(&c, &blocks);
     let (mut total_lost, mut checks_ok) = (0, 0);
+    let (mut compactions_seen, mut rounds_compaction_hit, mut rounds_import_hit) =
+        ((0usize, 0usize), 0, 0);
     for round in 0..rounds {
         let warm = Duration::from_millis(1000 + rnd(5000));
         let full = Duration::from_millis(2000 + rnd(3000));
-        let mode = if round % 3 == 2 {
-            "cuts+import"
-        } else {
-            "cuts"
-        };
+        let mode = "cuts+compaction+import";
         let import_dir = s.mnt.join(format!("import{round}"));
         let mut import: Option<std::process::Child> = None;
         let mut during = || {
-            if mode == "cuts+import" {
-                import = Some(
-                    Command::new(BIN)
-                        .args(["import", "openmetrics", "--data-dir"])
-                        .arg(&import_dir)
-                        .arg(&om)
-                        .stdout(std::process::Stdio::null())
-                        .stderr(std::process::Stdio::piped())
-                        .spawn()
-                        .unwrap(),
-                );
-            }
+            import = Some(
+                Command::new(BIN)
+                    .args(["import", "openmetrics", "--data-dir"])
+                    .arg(&import_dir)
+                    .arg(&om)
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap(),
+            );
         };
         let (next, ep) = episode(&s, &c, srv, warm, full, &mut during);
         srv = next;
+        // the counters restart with the process killed in the episode: the log (appended
+        // across restarts) counts compactions done and failed (on the full disk) this round
+        let log = fs::read_to_string(s.work.join("inferdb.log")).unwrap_or_default();
+        let (done, failed) = (
+            log.matches("compact blocks").count(),
+            log.matches("compaction failed").count(),
+        );
+        let (done_round, failed_round) = (done - compactions_seen.0, failed - compactions_seen.1);
+        compactions_seen = (done, failed);
+        if failed_round > 0 {
+            rounds_compaction_hit += 1;
+        }
         let mut import_result = String::new();
         if let Some(ch) = import {
             let out = ch.wait_with_output().unwrap();
@@ -492,6 +501,7 @@ fn soak() {
                 "import ok".into()
             } else {
                 let err = String::from_utf8_lossy(&out.stderr);
+                rounds_import_hit += 1;
                 format!(
                     "import refused: {}",
                     err.lines().last().unwrap_or("").trim()
@@ -519,7 +529,7 @@ fn soak() {
             .metric(&srv.1, "prometheus_tsdb_blocks_loaded")
             .unwrap_or(0.0);
         println!(
-            "round {round} ({mode}): fill after {} ms for {} ms, {} failed WAL writes, {} samples acknowledged, {} lost, {} blocks, tsdb check: {} {}",
+            "round {round} ({mode}): fill after {} ms for {} ms, {} failed WAL writes, compactions {done_round} done / {failed_round} failed, {} samples acknowledged, {} lost, {} blocks, tsdb check: {} {}",
             warm.as_millis(),
             full.as_millis(),
             ep.writes_failed,
@@ -532,7 +542,7 @@ fn soak() {
     }
     let runs = empty_segment_runs(&s.data);
     println!(
-        "soak: {rounds} rounds, {total_lost} samples lost, tsdb check clean {checks_ok}/{rounds}, runs of empty WAL segments: {}",
+        "soak: {rounds} rounds, {total_lost} samples lost, tsdb check clean {checks_ok}/{rounds}, rounds where the fill failed a compaction {rounds_compaction_hit}, where it refused the import {rounds_import_hit}, runs of empty WAL segments: {}",
         runs.len()
     );
     assert_eq!(total_lost, 0);

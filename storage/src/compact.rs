@@ -2,7 +2,8 @@
 //!
 //! Planning follows Prometheus' leveled compactor. Blocks whose time ranges overlap (e.g. a
 //! backfilled block over head data) are merged first. Otherwise, leaving out the newest block,
-//! blocks are grouped into aligned windows of the next range size (2 h → 6 h → 18 h → ...); a
+//! blocks are grouped into aligned windows of the next range size (block duration × 3^k, as
+//! Prometheus derives them: 2 h → 6 h → 18 h → ... by default); a
 //! window holding more than one block is compacted when its blocks span the whole window or
 //! it lies entirely before the most recent block.
 //!
@@ -24,6 +25,22 @@ pub const BASE_RANGE_MS: i64 = 2 * 3600 * 1000;
 /// The default compaction ranges: 2 h, 6 h, 18 h, 54 h, 162 h.
 pub fn default_ranges() -> Vec<i64> {
     (0..5).map(|i| BASE_RANGE_MS * 3i64.pow(i)).collect()
+}
+
+/// The compaction ranges as Prometheus derives them: ten ranges growing ×3 from the block
+/// duration (`--storage.tsdb.min-block-duration`), cut at the max block duration, which is a
+/// tenth of the retention capped at 31 days, and never below the block duration.
+pub fn ranges(min_block_ms: i64, retention_ms: Option<i64>) -> Vec<i64> {
+    let min = min_block_ms.max(1);
+    let mut max = 31 * 24 * 3600 * 1000i64;
+    if let Some(r) = retention_ms.filter(|&r| r > 0) {
+        max = max.min(r / 10);
+    }
+    let max = max.max(min);
+    (0..10u32)
+        .map_while(|i| min.checked_mul(3i64.pow(i)))
+        .take_while(|&r| r <= max)
+        .collect()
 }
 
 /// Groups of block ids to compact with the default ranges (see [`plan_with_ranges`]).
@@ -262,5 +279,21 @@ mod tests {
         assert_eq!(plan(&metas), vec![vec!["a".to_string(), "b".into()]]);
         assert!(plan(&[m("a", 0, 2 * H)]).is_empty());
         assert!(plan(&[]).is_empty());
+    }
+
+    /// Prometheus' `ExponentialBlockRanges(min, 10, 3)` cut at the max block duration.
+    #[test]
+    fn ranges_follow_block_duration_and_retention() {
+        let r = ranges(2 * H, Some(15 * 24 * H));
+        assert_eq!(r, vec![2 * H, 6 * H, 18 * H]);
+        assert_eq!(ranges(2 * H, Some(1)), vec![2 * H]);
+        assert_eq!(ranges(2 * H, None).last().copied(), Some(486 * H));
+        let s = 1000;
+        let r = ranges(2 * s, Some(100 * 365 * 24 * H));
+        assert_eq!(r.len(), 10);
+        assert_eq!(&r[..3], &[2 * s, 6 * s, 18 * s]);
+        assert_eq!(r[9], 2 * s * 3i64.pow(9));
+        // min-block-duration 30m, retention 1d: max block 2.4 h
+        assert_eq!(ranges(H / 2, Some(24 * H)), vec![H / 2, 3 * H / 2]);
     }
 }

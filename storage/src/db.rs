@@ -883,7 +883,9 @@ impl DbInner {
         loop {
             let blocks = self.blocks.read().clone();
             let metas: Vec<BlockMeta> = blocks.iter().map(|b| b.meta().clone()).collect();
-            let plan = crate::compact::plan(&metas);
+            let ranges =
+                crate::compact::ranges(self.opts.block_duration_ms, self.opts.retention_ms);
+            let plan = crate::compact::plan_with_ranges(&metas, &ranges);
             let Some(group) = plan.into_iter().find(|g| g.len() > 1) else {
                 return Ok(());
             };

@@ -217,3 +217,29 @@ fn queries_run_through_cuts_and_compactions() {
     assert_eq!(all.len(), 3);
     assert!(all.iter().all(|s| s.1.len() == 1000));
 }
+
+/// Compaction ranges follow the block duration as in Prometheus (`min-block-duration` × 3^k):
+/// three 10 s blocks merge into one 30 s block, nothing is lost, and a reopen reads it.
+#[test]
+fn compaction_ranges_follow_the_block_duration() {
+    let d = tempfile::tempdir().unwrap();
+    let db = Db::open(d.path(), opts()).unwrap();
+    fill(&db, 0, 50_000, 100, &["a", "b"]);
+    db.cut_all().unwrap();
+    let before = read_all(&db);
+    let blocks = db.blocks();
+    // 0-10 s .. 30-40 s cut; then [0, 30 s) is a full window of the 30 s range
+    db.maintain().unwrap();
+    let after = db.blocks();
+    assert!(
+        after
+            .iter()
+            .any(|b| b.min_time == 0 && b.max_time == 3 * BD),
+        "{blocks:?} -> {after:?}"
+    );
+    assert!(after.len() < blocks.len(), "{blocks:?} -> {after:?}");
+    assert_eq!(read_all(&db), before);
+    db.close().unwrap();
+    let db = Db::open(d.path(), opts()).unwrap();
+    assert_eq!(read_all(&db), before);
+}

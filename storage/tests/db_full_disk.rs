@@ -258,3 +258,61 @@ fn full_disk_refuses_commits_cleanly_and_recovers() {
 fn libc_enospc() -> i32 {
     28
 }
+
+/// Compaction on a full disk: the merge fails, is counted, leaves no `.tmp` folder behind and
+/// no block half-written; the inputs stay and every sample is read back; once space returns
+/// the next maintenance compacts, and a reopen reads the same.
+#[test]
+fn compaction_on_a_full_disk_fails_cleanly_and_runs_later() {
+    let work = tempfile::tempdir().unwrap();
+    let mnt = work.path().join("mnt");
+    let Some(_m) = Mount::new(&mnt, "8m") else {
+        return;
+    };
+    let dir = mnt.join("db");
+    let bd = 10_000;
+    let o = || Options {
+        block_duration_ms: bd,
+        ..opts()
+    };
+    let db = Db::open(&dir, o()).unwrap();
+    let refs: Vec<SeriesRef> = {
+        let mut app = db.appender();
+        let r = (0..SERIES)
+            .map(|i| app.get_ref(&labels(i)).unwrap())
+            .collect();
+        app.rollback();
+        r
+    };
+    for t in (0..45_000).step_by(250) {
+        commit(&db, &refs, t).unwrap();
+    }
+    // cut every 10 s block out of the head without compacting: [0,10) .. [30,40)
+    db.cut_all().unwrap();
+    let blocks = db.blocks();
+    assert!(blocks.len() >= 4, "{blocks:?}");
+    let want = read_all(&db);
+    let filler = fill(&mnt);
+    let failed = db.stats().compactions_failed;
+    assert!(db.maintain().is_err(), "maintenance on a full disk");
+    assert!(db.stats().compactions_failed > failed);
+    let tmp: Vec<_> = fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".tmp"))
+        .collect();
+    assert!(tmp.is_empty(), "left behind: {tmp:?}");
+    assert_eq!(db.blocks(), blocks, "inputs kept, nothing new visible");
+    assert_eq!(read_all(&db), want);
+
+    fs::remove_file(&filler).unwrap();
+    db.maintain().unwrap();
+    let after = db.blocks();
+    assert!(after.len() < blocks.len(), "{blocks:?} -> {after:?}");
+    assert_eq!(read_all(&db), want);
+    db.close().unwrap();
+    let db = Db::open(&dir, o()).unwrap();
+    assert_eq!(read_all(&db), want);
+    assert_eq!(db.blocks(), after);
+}

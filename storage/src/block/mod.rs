@@ -176,8 +176,23 @@ impl BlockWriter {
     }
 
     /// Writes index and `meta.json`, fsyncs everything and renames the block into place.
-    /// `sources` defaults to the block's own id.
+    /// `sources` defaults to the block's own id. On failure (a full disk) the temporary folder
+    /// is removed, so that nothing half-written stays behind to take space.
     pub fn finish(
+        self,
+        min_time: i64,
+        max_time: i64,
+        level: u32,
+        sources: Option<Vec<String>>,
+    ) -> Result<BlockMeta> {
+        let tmp = self.tmp.clone();
+        self.write_out(min_time, max_time, level, sources)
+            .inspect_err(|_| {
+                let _ = fs::remove_dir_all(&tmp);
+            })
+    }
+
+    fn write_out(
         mut self,
         min_time: i64,
         max_time: i64,
@@ -288,10 +303,7 @@ pub fn write_block(
             return Err(e);
         }
     }
-    let tmp = w.tmp.clone();
-    w.finish(mint, maxt, 1, None).inspect_err(|_| {
-        let _ = fs::remove_dir_all(&tmp);
-    })
+    w.finish(mint, maxt, 1, None)
 }
 
 /// The folders under `parent` that are complete blocks (have a `meta.json`, no `.tmp`
