@@ -270,3 +270,54 @@ fn alerts_fire_on_the_simulated_scenarios() {
         assert!(p.status.success(), "promtool: {}", text(&p));
     }
 }
+
+/// `serve --demo` evaluates the embedded pack: `/api/v1/rules` lists its groups under
+/// `vllm.yml`, and they are evaluated (health ok, a last evaluation) over the simulated servers.
+#[test]
+fn serve_demo_loads_the_pack() {
+    let tmp = tempfile::tempdir().unwrap();
+    let client = common::Client::new();
+    let port = common::free_port();
+    let mut cmd = common::demo_command(&tmp.path().join("data"), port, 1);
+    let mut p = common::Proc::spawn("inferdb", &mut cmd, tmp.path().join("inferdb.log"));
+    let base = format!("http://127.0.0.1:{port}");
+    p.wait_ready(&base, &client);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    let groups = loop {
+        let (code, body) = client.get(&format!("{base}/api/v1/rules"));
+        assert_eq!(code, 200, "{body}");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let groups = v["data"]["groups"].as_array().cloned().unwrap_or_default();
+        let evaluated = groups.iter().any(|g| {
+            g["name"] == "vllm-throughput"
+                && g["rules"][0]["health"] == "ok"
+                && g["lastEvaluation"]
+                    .as_str()
+                    .is_some_and(|t| !t.starts_with("0001"))
+        });
+        if evaluated {
+            break groups;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the pack was not evaluated: {body}\n{}",
+            p.log()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    };
+    let names: Vec<&str> = groups.iter().filter_map(|g| g["name"].as_str()).collect();
+    for want in [
+        "vllm-throughput",
+        "vllm-cache",
+        "vllm-latency",
+        "vllm-load",
+        "vllm-slo",
+        "vllm-alerts",
+    ] {
+        assert!(names.contains(&want), "{names:?}");
+    }
+    for g in &groups {
+        assert_eq!(g["file"], "vllm.yml", "{g}");
+    }
+    p.terminate();
+}

@@ -725,6 +725,13 @@ impl ServeArgs {
                 external_url: api_cfg.web.external_url().to_string(),
             },
         );
+        if self.demo {
+            // the vLLM rule pack evaluates over the simulated servers wherever the binary runs
+            rules.add_embedded(
+                crate::rules::pack::VLLM_RULES_FILE,
+                crate::rules::pack::VLLM_RULES,
+            );
+        }
         let prepared = rules
             .prepare(&cfg)
             .map_err(|e| anyhow!("error loading rules: {e}"))?;
