@@ -17,6 +17,7 @@ use std::collections::HashMap;
 use std::io::Write;
 
 use inferdb::model::exposition::{self, Entry, Format, MetricType};
+use inferdb::sim::model::keep_families;
 use inferdb::sim::{ScenarioPlan, VllmModel};
 
 /// 2026-12-01T00:00:00Z in Unix seconds.
@@ -73,25 +74,6 @@ fn esc(s: &str) -> String {
     s.replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")
-}
-
-/// The lines of `page` whose family passes `wanted` (cheaper than parsing all of them).
-fn keep_families(page: &str, wanted: &dyn Fn(&str) -> bool) -> String {
-    let mut out = String::with_capacity(page.len() / 4);
-    for line in page.split_inclusive('\n') {
-        let name = match line.strip_prefix("# ") {
-            Some(c) => c.split_whitespace().nth(1).unwrap_or(""),
-            None => line.split(['{', ' ']).next().unwrap_or(""),
-        };
-        let base = ["_total", "_bucket", "_sum", "_count"]
-            .iter()
-            .find_map(|s| name.strip_suffix(s))
-            .unwrap_or(name);
-        if wanted(name) || wanted(base) {
-            out.push_str(line);
-        }
-    }
-    out
 }
 
 struct Family {

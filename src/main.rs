@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use inferdb::cli::advise::AdviseArgs;
+use inferdb::cli::compare::CompareArgs;
 use inferdb::cli::{export::ExportArgs, import::ImportArgs, tsdb::TsdbArgs};
 use inferdb::cli::{query::QueryArgs, rules::RulesArgs, serve::ServeArgs, simulate::SimulateArgs};
 
@@ -44,6 +45,8 @@ enum Command {
     Rules(RulesArgs),
     /// Say what is wrong with a vLLM fleet over a window and what to change.
     Advise(AdviseArgs),
+    /// Compare the golden signals of two windows and say which changed.
+    Compare(CompareArgs),
 }
 
 fn main() -> ExitCode {
@@ -61,6 +64,7 @@ fn main() -> ExitCode {
         Command::Tsdb(a) => a.run(),
         Command::Rules(a) => a.run(),
         Command::Advise(a) => a.run(),
+        Command::Compare(a) => a.run(),
     };
     match res {
         Ok(code) => code,

@@ -18,6 +18,7 @@ pub mod tls;
 pub mod web_urls;
 
 mod alertmanagers;
+mod compare;
 mod insights;
 mod labels;
 mod metadata;

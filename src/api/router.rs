@@ -509,6 +509,7 @@ pub fn router(state: ApiState) -> Router {
     let router = Router::new()
         .nest("/api/v1", api)
         .route("/inferdb/v1/insights", get(super::insights::handle))
+        .route("/inferdb/v1/compare", get(super::compare::handle))
         .merge(crate::ui::routes())
         .route("/-/healthy", get(misc::healthy).head(misc::healthy))
         .route("/-/ready", get(misc::ready).head(misc::ready))

@@ -30,14 +30,17 @@ pub enum AdviseFormat {
   kv_cache_pressure      critical  KV-cache usage >= 0.9 for >= 5m while preemptions occur
   prefix_cache_collapse  warning   prefix-cache hit rate < 0.5 x its earlier level while KV usage >= 0.9, >= 5m
   queueing               warning   waiting > 0 for >= 5m; headroom when KV usage < 0.8, else add a replica
-  underutilized          info      running < 4, no queue, KV usage < 0.1 for >= 30m
+  underutilized          info      running < 4, no queue, GPUs < 30 % busy (without GPU series:
+                                   KV usage < 0.1) for >= 30m
   slo_breach             warning   an objective given with --slo missed (attainment from histogram buckets)
   restart                info      counters reset or process_start_time_seconds changed
   target_down            warning   up == 0 for >= 1m
   operating_point        info      per model: tokens/s and ITL p95 by requests in flight, and the knee
-Each finding carries the PromQL that shows it. Series are grouped by instance and model_name;
-GPU series (dcgm-exporter's or inferdb's own) join a vLLM instance by the host part of
-`instance` (or dcgm-exporter's Hostname label).
+Each finding carries the PromQL that shows it. Series are grouped by instance and model_name.
+GPU join: GPU series (DCGM_FI_DEV_GPU_UTIL, from dcgm-exporter or inferdb's own GPU sampler)
+belong to the vLLM instances on their host: the GPU series' Hostname label (dcgm-exporter's)
+or else the host part of its instance, matched to the host part of the vLLM instance
+(gpu-node-7:8000 -> gpu-node-7); underutilized reads the GPUs so joined.
 
 Examples:
   inferdb advise --data-dir data --start -6h

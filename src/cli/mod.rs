@@ -1,6 +1,7 @@
 //! The command line: `inferdb serve`, `inferdb query`, `inferdb simulate`, `inferdb tsdb`, `inferdb rules`.
 
 pub mod advise;
+pub mod compare;
 pub mod export;
 pub mod import;
 pub mod query;

@@ -32,7 +32,8 @@ pub struct SimulateArgs {
     #[arg(long)]
     pub gzip: bool,
     /// Server state with known ground truth instead of the demo cycle: healthy, kv-pressure,
-    /// cache-kick, queueing, underutilized, restart; switch at times after the start with
+    /// cache-kick, queueing, underutilized, restart, slow-prefill (TTFT 20 % up at the same
+    /// load), load-sweep (concurrency swept past the server's capacity); switch at times after the start with
     /// NAME@OFFSET (`healthy,kv-pressure@30m,healthy@1h`). Repeat the flag for server 1, 2,
     /// ...; the last one applies to the servers after it.
     #[arg(long = "scenario", value_name = "PLAN", value_parser = parse_plan)]

@@ -1,4 +1,5 @@
-//! `inferdb advise` and `GET /inferdb/v1/insights`: what is wrong with a vLLM fleet over a
+//! `inferdb advise` and `GET /inferdb/v1/insights`, `inferdb compare` and
+//! `GET /inferdb/v1/compare` ([`compare`]): what is wrong with a vLLM fleet over a
 //! window and what to change, found by PromQL over any Prometheus API (inferdb's engine on a
 //! data folder, a running inferdb, or a Prometheus).
 //!
@@ -8,6 +9,8 @@
 //! time and evaluation starts one step after the window's start, so what happened before the
 //! window is not reported.
 
+pub mod compare;
+mod gpu;
 mod grid;
 mod kv_cache_pressure;
 mod operating_point;
@@ -21,6 +24,7 @@ mod underutilized;
 
 use std::collections::BTreeMap;
 
+pub use gpu::host_of;
 pub use grid::Scope;
 pub use slo_breach::{parse_slos, Slo};
 pub use source::{BackendSource, PromSource, RemoteSource};
@@ -133,6 +137,15 @@ pub struct Thresholds {
         value_name = "FRACTION"
     )]
     pub idle_kv: f64,
+    /// GPU utilisation (percent, DCGM_FI_DEV_GPU_UTIL of the GPUs on the instance's host)
+    /// under which a server's GPUs count as mostly idle; where no GPU series join the
+    /// instance, the KV-cache usage of --underutilized.kv decides instead.
+    #[arg(
+        long = "underutilized.gpu",
+        default_value_t = 30.0,
+        value_name = "PERCENT"
+    )]
+    pub idle_gpu: f64,
     /// How long a server must be idle for underutilized.
     #[arg(
         long = "underutilized.for",
@@ -161,6 +174,7 @@ impl Default for Thresholds {
             headroom_kv: 0.8,
             idle_running: 4.0,
             idle_kv: 0.1,
+            idle_gpu: 30.0,
             idle_for: "30m".into(),
             down_for: "1m".into(),
             op_bins: 10,
@@ -200,6 +214,12 @@ impl Thresholds {
                     "--{f}: {v} is not a fraction in [0, 1]"
                 )));
             }
+        }
+        if !(0.0..=100.0).contains(&self.idle_gpu) {
+            return Err(InsightError::Invalid(format!(
+                "--underutilized.gpu: {} is not a percentage in [0, 100]",
+                self.idle_gpu
+            )));
         }
         if self.op_bins < 3 {
             return Err(InsightError::Invalid(

@@ -8,6 +8,7 @@
 //! [`SimOptions::gzip`] is set and the client asks for it.
 
 pub mod model;
+pub mod record;
 
 use std::future::Future;
 use std::io;

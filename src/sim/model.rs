@@ -51,17 +51,28 @@ pub enum Scenario {
     /// The process restarts when the scenario starts (counters reset, new
     /// `process_start_time_seconds`), then runs healthy.
     Restart,
+    /// Healthy load with prefill 20 % slower (a slower model revision or engine setting):
+    /// time to first token 20 % up at the same arrivals; a known regression for
+    /// `inferdb compare`.
+    SlowPrefill,
+    /// The client's concurrency sweeps from 2 to twice the server's capacity and back (a
+    /// triangle of one hour): tokens/s rise with requests in flight up to the capacity
+    /// ([`VllmModel::capacity`]) and stay flat past it while inter-token latency, KV-cache
+    /// usage and preemptions climb; a known knee for `operating_point`.
+    LoadSweep,
 }
 
 impl Scenario {
     /// Every scenario, in the order of [`Scenario::name`]s in `--help`.
-    pub const ALL: [Scenario; 6] = [
+    pub const ALL: [Scenario; 8] = [
         Scenario::Healthy,
         Scenario::KvPressure,
         Scenario::CacheKick,
         Scenario::Queueing,
         Scenario::Underutilized,
         Scenario::Restart,
+        Scenario::SlowPrefill,
+        Scenario::LoadSweep,
     ];
 
     /// The name on the command line.
@@ -73,6 +84,8 @@ impl Scenario {
             Scenario::Queueing => "queueing",
             Scenario::Underutilized => "underutilized",
             Scenario::Restart => "restart",
+            Scenario::SlowPrefill => "slow-prefill",
+            Scenario::LoadSweep => "load-sweep",
         }
     }
 
@@ -155,6 +168,12 @@ impl ScenarioPlan {
 
 /// Seconds over which a scenario's values move from the previous state to its own.
 const RAMP_S: f64 = 60.0;
+/// Period of the load-sweep scenario's triangle of concurrency.
+const SWEEP_S: f64 = 3600.0;
+/// Mean generated tokens per request (`LogNormal(200, 0.7)`).
+const GEN_MEAN: f64 = 255.47;
+/// Inter-token latency at light load, seconds.
+const ITL_LIGHT: f64 = 0.02;
 
 /// The workload of one step: what arrives, what is served and how it shows.
 #[derive(Debug, Clone, Copy)]
@@ -177,10 +196,13 @@ struct Regime {
 }
 
 /// The regime of `s`, `ramp` (0 → 1) of the way in from the healthy values.
+#[allow(clippy::too_many_arguments)]
 fn scenario_regime(
     s: Scenario,
     ramp: f64,
+    elapsed: f64,
     scale: f64,
+    capacity: f64,
     noise: f64,
     jitter: f64,
     q: &QState,
@@ -232,6 +254,34 @@ fn scenario_regime(
             kv: mix(healthy.kv, 0.42 + 0.06 * jitter),
             ..healthy
         },
+        Scenario::SlowPrefill => Regime {
+            ttft: mix(0.12, 0.144),
+            prefill: mix(0.1, 0.12),
+            ..healthy
+        },
+        Scenario::LoadSweep => {
+            // concurrency: a triangle from 2 to 2 x capacity and back
+            let x = (elapsed / SWEEP_S).fract();
+            let tri = 1.0 - (2.0 * x - 1.0).abs();
+            let n = (2.0 + (2.0 * capacity - 2.0) * tri).round();
+            let over = n / capacity;
+            // decode batches share the GPU: per-token latency flat up to capacity, then
+            // proportional to the batch, so tokens/s = n / itl stops rising at capacity
+            let itl = ITL_LIGHT * over.max(1.0);
+            let tokens = n / itl;
+            let served = tokens / GEN_MEAN * noise;
+            Regime {
+                arrivals: served,
+                served,
+                running: n,
+                kv: (0.75 * over).min(0.99),
+                preempt_rate: (3.0 * (over - 1.25)).max(0.0),
+                ttft: 0.12 * over.max(1.0),
+                itl,
+                prefill: 0.1 * over.max(1.0),
+                ..healthy
+            }
+        }
         Scenario::Underutilized => Regime {
             arrivals: mix(healthy.arrivals, 0.25 * scale * noise),
             served: mix(healthy.served, 0.25 * scale * noise),
@@ -246,8 +296,10 @@ fn scenario_regime(
         r.queue = (q.waiting / r.served.max(0.1)).max(0.01);
         r.ttft = r.queue + 0.12;
     }
-    // Little's law: in flight = served per second x seconds in the engine
-    r.running = (r.served * (r.prefill + 200.0 * r.itl)).round().min(331.0);
+    if s != Scenario::LoadSweep {
+        // Little's law: in flight = served per second x seconds in the engine
+        r.running = (r.served * (r.prefill + 200.0 * r.itl)).round().min(331.0);
+    }
     r
 }
 
@@ -284,7 +336,7 @@ fn erf(x: f64) -> f64 {
 }
 
 /// Distribution of one batch of observations.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 enum Dist {
     /// Log-normal with this median and sigma.
     LogNormal(f64, f64),
@@ -355,44 +407,50 @@ struct Hist {
     counts: Vec<u64>, // cumulative NOT; per bucket (non-cumulative), last = +Inf bucket
     count: u64,
     sum: f64,
+    /// The last distribution observed and its CDF at each bound (most batches repeat the
+    /// one before, and the CDF is the costly part).
+    probs: Option<(Dist, Vec<f64>)>,
+    /// Expected cumulative count at each bound, summed over batches.
+    expected: Vec<f64>,
 }
 
 impl Hist {
+    /// Adds `n` observations of `d`: the cumulative bucket counts are the expected ones
+    /// (observations so far times the CDF at each bound, summed over batches) rounded, so
+    /// that they stay monotonic, sum to the count, and follow the distribution's tails even
+    /// when each batch is a handful of requests.
     fn observe(&mut self, n: u64, d: Dist) {
         if n == 0 {
             return;
         }
-        // largest-remainder allocation of n observations over the buckets
-        let mut prev = 0.0;
-        let mut alloc: Vec<(f64, usize)> = Vec::with_capacity(self.bounds.len() + 1);
-        let mut given = 0u64;
-        for (i, b) in self
-            .bounds
-            .iter()
-            .copied()
-            .chain(std::iter::once(f64::INFINITY))
-            .enumerate()
-        {
-            let c = d.cdf(b);
-            let exp = (c - prev).max(0.0) * n as f64;
-            prev = c;
-            let whole = exp.floor() as u64;
-            if i < self.counts.len() {
-                self.counts[i] += whole;
-            }
-            given += whole;
-            alloc.push((exp - whole as f64, i));
+        if self.probs.as_ref().is_none_or(|(last, _)| *last != d) {
+            let p = self
+                .bounds
+                .iter()
+                .copied()
+                .chain(std::iter::once(f64::INFINITY))
+                .map(|b| d.cdf(b))
+                .collect();
+            self.probs = Some((d, p));
         }
-        let mut rest = n.saturating_sub(given);
-        alloc.sort_by(|a, b| b.0.partial_cmp(&a.0).unwrap_or(std::cmp::Ordering::Equal));
-        for (_, i) in alloc {
-            if rest == 0 {
-                break;
-            }
-            if i < self.counts.len() {
-                self.counts[i] += 1;
-                rest -= 1;
-            }
+        let cdf = &self.probs.as_ref().expect("set above").1;
+        if self.counts.is_empty() {
+            // a summary: count and sum only
+            self.count += n;
+            self.sum += n as f64 * d.mean();
+            return;
+        }
+        if self.expected.len() != self.counts.len() {
+            self.expected = vec![0.0; self.counts.len()];
+        }
+        let last = self.counts.len() - 1;
+        let mut below = 0u64;
+        for (i, (e, count)) in self.expected.iter_mut().zip(&mut self.counts).enumerate() {
+            let c = if i == last { 1.0 } else { cdf[i] };
+            *e += n as f64 * c;
+            let k = (e.round() as u64).max(below);
+            *count = k - below;
+            below = k;
         }
         self.count += n;
         self.sum += n as f64 * d.mean();
@@ -464,6 +522,8 @@ pub struct VllmModel {
     plan_start: f64,
     /// Offset of the restart scenario already carried out.
     restarted_for: Option<f64>,
+    /// Latency drift of the current minute (scenarios): (minute, factor).
+    drift: (i64, f64),
     // state
     q: QState,
 }
@@ -640,6 +700,8 @@ impl VllmModel {
                         counts: vec![],
                         count: 0,
                         sum: 0.0,
+                        probs: None,
+                        expected: vec![],
                     });
                     hists.len() - 1
                 });
@@ -684,6 +746,7 @@ impl VllmModel {
             plan: None,
             plan_start: start_unix,
             restarted_for: None,
+            drift: (i64::MIN, 1.0),
             q: QState::default(),
         }
     }
@@ -716,6 +779,19 @@ impl VllmModel {
         }
     }
 
+    /// Requests in flight past which this server's tokens/s stop rising (in the load-sweep
+    /// scenario): 32 to 48, by seed.
+    pub fn capacity(&self) -> f64 {
+        (40.0 * self.rate_scale).round()
+    }
+
+    /// GPU utilisation (percent) the server's load implies, as dcgm-exporter's
+    /// `DCGM_FI_DEV_GPU_UTIL` would show it: near 100 with a dozen requests in flight, a few
+    /// percent with one.
+    pub fn gpu_utilization(&self) -> f64 {
+        (100.0 * (1.0 - (-self.q.running / 6.0).exp())).round()
+    }
+
     /// How often the process restarted.
     pub fn restarts(&self) -> u64 {
         self.restarts
@@ -730,6 +806,7 @@ impl VllmModel {
         self.q = QState::default();
         for h in &mut self.hists {
             h.counts.iter_mut().for_each(|c| *c = 0);
+            h.expected.iter_mut().for_each(|c| *c = 0.0);
             h.count = 0;
             h.sum = 0.0;
         }
@@ -760,10 +837,28 @@ impl VllmModel {
                 self.restarted_for = Some(since);
                 self.restart_keep_plan();
             }
-            let ramp = ((self.now - self.plan_start - since) / RAMP_S).clamp(0.0, 1.0);
+            let elapsed = self.now - self.plan_start - since;
+            let ramp = (elapsed / RAMP_S).clamp(0.0, 1.0);
             let noise = 0.9 + 0.2 * self.rng.next_f64();
             let jitter = self.rng.next_f64();
-            let r = scenario_regime(scenario, ramp, self.rate_scale, noise, jitter, &self.q);
+            let mut r = scenario_regime(
+                scenario,
+                ramp,
+                elapsed,
+                self.rate_scale,
+                self.capacity(),
+                noise,
+                jitter,
+                &self.q,
+            );
+            // latencies drift by up to ±3 % from minute to minute, as a real server's do
+            let minute = (self.now / 60.0).floor() as i64;
+            if self.drift.0 != minute {
+                self.drift = (minute, 0.97 + 0.06 * self.rng.next_f64());
+            }
+            r.ttft *= self.drift.1;
+            r.itl *= self.drift.1;
+            r.prefill *= self.drift.1;
             self.apply(dt, r);
             return;
         }
@@ -966,8 +1061,21 @@ impl VllmModel {
 
     /// The `/metrics` page at the model's current time, byte-compatible with vLLM 0.34's.
     pub fn render(&self) -> String {
+        self.render_families(&|_| true)
+    }
+
+    /// The lines of [`VllmModel::render`]'s page whose family passes `wanted` (as
+    /// [`keep_families`] keeps them), without formatting the others.
+    pub fn render_families(&self, wanted: &dyn Fn(&str) -> bool) -> String {
         let mut out = String::with_capacity(TEMPLATE.len() + 4096);
         for it in &self.items {
+            let line = match it {
+                Item::Literal(l) => l,
+                Item::Sample(series, _) => series,
+            };
+            if !line_wanted(line, wanted) {
+                continue;
+            }
             match it {
                 Item::Literal(l) => out.push_str(l),
                 Item::Sample(series, val) => {
@@ -989,6 +1097,31 @@ impl VllmModel {
         }
         out
     }
+}
+
+/// The lines of `page` whose family passes `wanted` (the family's name, or a sample's name
+/// without `_total`, `_bucket`, `_sum`, `_count`): cheaper than parsing all of them.
+pub fn keep_families(page: &str, wanted: &dyn Fn(&str) -> bool) -> String {
+    let mut out = String::with_capacity(page.len() / 4);
+    for line in page.split_inclusive('\n') {
+        if line_wanted(line, wanted) {
+            out.push_str(line);
+        }
+    }
+    out
+}
+
+/// Whether a page line (comment or sample) belongs to a family `wanted` passes.
+fn line_wanted(line: &str, wanted: &dyn Fn(&str) -> bool) -> bool {
+    let name = match line.strip_prefix("# ") {
+        Some(c) => c.split_whitespace().nth(1).unwrap_or(""),
+        None => line.split(['{', ' ']).next().unwrap_or(""),
+    };
+    let base = ["_total", "_bucket", "_sum", "_count"]
+        .iter()
+        .find_map(|s| name.strip_suffix(s))
+        .unwrap_or(name);
+    wanted(name) || wanted(base)
 }
 
 /// Formats a float as prometheus_client's `floatToGoString` does.
