@@ -18,6 +18,7 @@ use crate::block::{Block, BlockMeta, BlockWriter};
 use crate::chunk::{ChunkMeta, ChunkWriter, MAX_SAMPLES_PER_CHUNK};
 use crate::error::{Error, Result};
 use crate::labels::Labels;
+use crate::tombstones::Intervals;
 
 /// Two hours, the base block range.
 pub const BASE_RANGE_MS: i64 = 2 * 3600 * 1000;
@@ -131,6 +132,8 @@ fn split_by_range<'a>(ms: &[&'a BlockMeta], iv: i64) -> Vec<Vec<&'a BlockMeta>> 
 /// sample is kept; where blocks hold the same series at the same timestamp, the sample of the
 /// block listed later wins. The source blocks are left in place (delete them with
 /// [`crate::block::delete_block`] once the new block is open).
+///
+/// Samples deleted by the blocks' tombstones are left out.
 pub fn compact(parent: &Path, blocks: &[&Block]) -> Result<BlockMeta> {
     if blocks.is_empty() {
         return Err(Error::io(
@@ -145,7 +148,34 @@ pub fn compact(parent: &Path, blocks: &[&Block]) -> Result<BlockMeta> {
         .iter()
         .flat_map(|b| b.meta().sources.iter().cloned())
         .collect();
+    merge_into(parent, blocks, mint, maxt, level, sources)
+}
 
+/// Writes `block` again under `parent` without the samples its tombstones delete (for
+/// `clean_tombstones`): same time range and sources, level one above the original's.
+pub fn rewrite(parent: &Path, block: &Block) -> Result<BlockMeta> {
+    let m = block.meta();
+    let sources: BTreeSet<String> = m.sources.iter().cloned().collect();
+    merge_into(
+        parent,
+        &[block],
+        m.min_time,
+        m.max_time,
+        m.level.max(1) + 1,
+        sources,
+    )
+}
+
+fn merge_into(
+    parent: &Path,
+    blocks: &[&Block],
+    mint: i64,
+    maxt: i64,
+    level: u32,
+    sources: BTreeSet<String>,
+) -> Result<BlockMeta> {
+    let stones: Vec<_> = blocks.iter().map(|b| b.tombstones()).collect();
+    let any_stones = stones.iter().any(|t| !t.is_empty());
     let mut all: BTreeMap<Labels, Vec<(ChunkMeta, usize, u64)>> = BTreeMap::new();
     for (bi, b) in blocks.iter().enumerate() {
         for s in b.select(&[], i64::MIN, i64::MAX)? {
@@ -157,6 +187,15 @@ pub fn compact(parent: &Path, blocks: &[&Block]) -> Result<BlockMeta> {
     let mut w = BlockWriter::new(parent)?;
     let res = (|| -> Result<()> {
         for (labels, mut chunks) in all {
+            let dels: Vec<Option<&Intervals>> = if any_stones {
+                stones.iter().map(|t| t.get(&labels)).collect()
+            } else {
+                vec![None; blocks.len()]
+            };
+            chunks.retain(|(m, bi, _)| !dels[*bi].is_some_and(|d| d.covers(m.min_time, m.max_time)));
+            if chunks.is_empty() {
+                continue;
+            }
             chunks.sort_by_key(|(m, bi, _)| (m.min_time, m.max_time, *bi));
             let mut out: Vec<Cow<'_, [u8]>> = Vec::with_capacity(chunks.len());
             let mut i = 0;
@@ -168,15 +207,17 @@ pub fn compact(parent: &Path, blocks: &[&Block]) -> Result<BlockMeta> {
                     run_max = run_max.max(chunks[j].0.max_time);
                     j += 1;
                 }
-                if j == i + 1 {
-                    let (_, bi, r) = chunks[i];
+                let (m, bi, r) = chunks[i];
+                if j == i + 1 && !dels[bi].is_some_and(|d| d.overlaps(m.min_time, m.max_time)) {
                     out.push(Cow::Borrowed(blocks[bi].chunk(r)?));
                 } else {
-                    merge_run(blocks, &chunks[i..j], &mut out)?;
+                    merge_run(blocks, &chunks[i..j], &dels, &mut out)?;
                 }
                 i = j;
             }
-            w.add_series(labels, out.iter().map(|c| c.as_ref()))?;
+            if !out.is_empty() {
+                w.add_series(labels, out.iter().map(|c| c.as_ref()))?;
+            }
         }
         Ok(())
     })();
@@ -189,18 +230,23 @@ pub fn compact(parent: &Path, blocks: &[&Block]) -> Result<BlockMeta> {
     }
 }
 
-/// Decodes overlapping chunks, merges their samples by timestamp (later block wins on equal
-/// timestamps) and re-encodes them.
+/// Decodes overlapping chunks (or one with deleted samples), merges their samples by
+/// timestamp (later block wins on equal timestamps), leaves out the samples each block's
+/// tombstones `dels` delete and re-encodes the rest.
 fn merge_run(
     blocks: &[&Block],
     run: &[(ChunkMeta, usize, u64)],
+    dels: &[Option<&Intervals>],
     out: &mut Vec<Cow<'_, [u8]>>,
 ) -> Result<()> {
     let mut samples: Vec<(i64, usize, f64)> = Vec::new();
     for (_, bi, r) in run {
         let mut it = blocks[*bi].decode_chunk(*r)?;
+        let d = dels[*bi];
         for (t, v) in it.by_ref() {
-            samples.push((t, *bi, v));
+            if !d.is_some_and(|d| d.contains(t)) {
+                samples.push((t, *bi, v));
+            }
         }
         if let Some(e) = it.take_err() {
             return Err(e);

@@ -20,6 +20,7 @@ use crate::head::{chunk, DirectStats, Head, MemSeries};
 use crate::labels::Labels;
 use crate::observe::{Event, EventHook, ReplayProgress};
 use crate::querier::Querier;
+use crate::tombstones::{Interval, Tombstones, HEAD_TOMBSTONES_FILE};
 use crate::wal::{self, RefSample, ReplayItem, ReplayStats, WalWriter};
 use crate::Sample;
 
@@ -148,6 +149,8 @@ pub(crate) struct DbInner {
     pub(crate) head: Head,
     wal: Option<Mutex<WalWriter>>,
     pub(crate) blocks: RwLock<Vec<Arc<Block>>>,
+    /// The head's deleted intervals (`head_tombstones`), replaced as a whole.
+    head_tombstones: RwLock<Arc<Tombstones>>,
     maint: Mutex<()>,
     closed: AtomicBool,
     lock: Mutex<Option<File>>,
@@ -287,12 +290,14 @@ impl Db {
         // damage in the middle of the log was skipped: a checkpoint of what was read
         // replaces the damaged segments, so it is not met (and reported) again
         let repair = wal.is_some() && stats.wal.corruptions.iter().any(|c| !c.tail);
+        let head_tombstones = Tombstones::read(&dir.join(HEAD_TOMBSTONES_FILE))?;
         let inner = Arc::new(DbInner {
             dir,
             opts: opts.clone(),
             head,
             wal,
             blocks: RwLock::new(blocks),
+            head_tombstones: RwLock::new(Arc::new(head_tombstones)),
             maint: Mutex::new(()),
             closed: AtomicBool::new(false),
             lock: Mutex::new(lock),
@@ -520,6 +525,125 @@ impl Db {
         self.inner.cut(true)
     }
 
+    /// Deletes the samples in `[mint, maxt]` (inclusive) of the series matching all of `ms`,
+    /// as Prometheus' `delete_series` does: tombstones in every block and in the head that
+    /// hold such samples, each interval cut to the series' data there (samples appended
+    /// later are not hidden). Queries, `series`, exports, block cuts and compactions leave the
+    /// samples out from now on; [`Db::clean_tombstones`] rewrites the blocks without them.
+    /// Each tombstone file is replaced atomically before the next is written.
+    pub fn delete(&self, ms: &[crate::Matcher], mint: i64, maxt: i64) -> Result<()> {
+        let inner = &self.inner;
+        if inner.opts.read_only {
+            return Err(Error::ReadOnly);
+        }
+        if mint > maxt {
+            return Ok(());
+        }
+        let _m = inner.maint.lock();
+        let blocks = inner.blocks.read().clone();
+        for b in &blocks {
+            let found = b.select(ms, mint, maxt)?;
+            if found.is_empty() {
+                continue;
+            }
+            let mut t = (*b.tombstones()).clone();
+            for s in &found {
+                let (Some(first), Some(last)) = (s.chunks.first(), s.chunks.last()) else {
+                    continue;
+                };
+                let iv = Interval::new(mint.max(first.0.min_time), maxt.min(last.0.max_time));
+                t.add(&s.labels, iv);
+            }
+            b.set_tombstones(t)?;
+        }
+        let mut t = (*inner.head_tombstones()).clone();
+        let mut changed = false;
+        for m in inner.head.select(ms) {
+            let cs = inner.head.series_chunks(&m, mint, maxt);
+            let (Some(first), Some(last)) = (cs.first(), cs.last()) else {
+                continue;
+            };
+            let iv = Interval::new(mint.max(first.min_time), maxt.min(last.max_time));
+            t.add(&m.labels(), iv);
+            changed = true;
+        }
+        if changed {
+            inner.set_head_tombstones(t)?;
+        }
+        Ok(())
+    }
+
+    /// Rewrites every block that has tombstones without the deleted samples (Prometheus'
+    /// `clean_tombstones`): each new block replaces its original in the block list, then
+    /// the original folder is deleted; a block left without series is deleted. The
+    /// rewritten block's level is one above the original's, so that an interrupted
+    /// replacement of a level-1 block is finished at the next open. Returns the number of
+    /// blocks rewritten.
+    pub fn clean_tombstones(&self) -> Result<usize> {
+        let inner = &self.inner;
+        if inner.opts.read_only {
+            return Err(Error::ReadOnly);
+        }
+        let _m = inner.maint.lock();
+        let blocks = inner.blocks.read().clone();
+        let mut n = 0;
+        for b in blocks.iter().filter(|b| !b.tombstones().is_empty()) {
+            let meta = crate::compact::rewrite(&inner.dir, b)?;
+            let out = Arc::new(Block::open(&inner.dir.join(&meta.id))?);
+            let empty = meta.num_series == 0;
+            {
+                let mut bl = inner.blocks.write();
+                bl.retain(|x| x.meta().id != b.meta().id);
+                if !empty {
+                    bl.push(out.clone());
+                    bl.sort_by(|x, y| {
+                        (x.meta().min_time, &x.meta().id).cmp(&(y.meta().min_time, &y.meta().id))
+                    });
+                }
+            }
+            tracing::info!(block = %b.meta().id, new_block = %meta.id, series = meta.num_series,
+                samples = meta.num_samples, "block rewritten without its tombstones");
+            block::delete_block(b.dir())?;
+            if empty {
+                let d = out.dir().to_path_buf();
+                drop(out);
+                block::delete_block(&d)?;
+            }
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// Writes a consistent copy of the database into `dir` (created if needed), as
+    /// Prometheus' snapshot does: every block hard-linked file by file (blocks never change
+    /// in place; tombstone files are replaced, not rewritten), and unless `with_head` is
+    /// false the head written as one more block (deleted samples left out). The copy opens
+    /// with [`Db::open`] like any data folder. Blocks are not compacted or deleted meanwhile.
+    pub fn snapshot(&self, dir: &Path, with_head: bool) -> Result<()> {
+        let inner = &self.inner;
+        let _m = inner.maint.lock();
+        fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let blocks = inner.blocks.read().clone();
+        for b in &blocks {
+            link_block(b.dir(), &dir.join(&b.meta().id))?;
+        }
+        if with_head {
+            let (lo, hi) = (inner.head.min_time(), inner.head.max_time());
+            if lo <= hi {
+                let stones = inner.head_tombstones();
+                let end = hi.saturating_add(1);
+                let series = inner
+                    .head
+                    .chunks_in_range_iter(lo, end)
+                    .filter_map(|(l, cs)| without_deleted(&stones, l, cs));
+                block::write_block(dir, lo, end, series)?;
+            }
+        }
+        File::open(dir)
+            .and_then(|f| f.sync_all())
+            .map_err(|e| Error::io(dir, e))
+    }
+
     /// Writes samples older than the head into their own blocks, one per block-duration
     /// range. Fails with [`Error::OutOfBounds`] when a sample is not older than the head's
     /// oldest sample (any time is fine while the head is empty). Afterwards the head refuses
@@ -607,6 +731,47 @@ impl Drop for Db {
     fn drop(&mut self) {
         if let Err(e) = self.shutdown() {
             tracing::warn!(error = %e, "closing the database");
+        }
+    }
+}
+
+/// Hard-links the files of the block folder `from` into the new folder `to`.
+fn link_block(from: &Path, to: &Path) -> Result<()> {
+    fn link_dir(from: &Path, to: &Path) -> Result<()> {
+        fs::create_dir_all(to).map_err(|e| Error::io(to, e))?;
+        for ent in fs::read_dir(from).map_err(|e| Error::io(from, e))? {
+            let ent = ent.map_err(|e| Error::io(from, e))?;
+            let p = ent.path();
+            let ft = ent.file_type().map_err(|e| Error::io(&p, e))?;
+            let name = ent.file_name();
+            if ft.is_dir() {
+                link_dir(&p, &to.join(&name))?;
+            } else if ft.is_file() && !name.to_string_lossy().ends_with(".tmp") {
+                fs::hard_link(&p, to.join(&name)).map_err(|e| Error::io(&p, e))?;
+            }
+        }
+        File::open(to)
+            .and_then(|f| f.sync_all())
+            .map_err(|e| Error::io(to, e))
+    }
+    link_dir(from, to)
+}
+
+/// A series' chunks without the samples `stones` deletes; `None` when nothing is left.
+fn without_deleted(
+    stones: &Tombstones,
+    l: Labels,
+    cs: Vec<Vec<u8>>,
+) -> Option<(Labels, Vec<Vec<u8>>)> {
+    let Some(d) = stones.get(&l) else {
+        return Some((l, cs));
+    };
+    match crate::tombstones::drop_deleted(cs.iter().map(Vec::as_slice), d) {
+        Ok(out) if out.is_empty() => None,
+        Ok(out) => Some((l, out)),
+        Err(e) => {
+            tracing::warn!(series = %l, error = %e, "cannot apply tombstones to a head chunk; kept whole");
+            Some((l, cs))
         }
     }
 }
@@ -816,7 +981,12 @@ impl DbInner {
                 self.head.set_min_valid_time(b);
             }
             let started = Instant::now();
-            let mut series = self.head.chunks_in_range_iter(a, b).peekable();
+            let stones = self.head_tombstones();
+            let mut series = self
+                .head
+                .chunks_in_range_iter(a, b)
+                .filter_map(|(l, cs)| without_deleted(&stones, l, cs))
+                .peekable();
             if series.peek().is_some() {
                 let meta = block::write_block(&self.dir, a, b, series)?;
                 let blk = Arc::new(Block::open(&self.dir.join(&meta.id))?);
@@ -842,6 +1012,7 @@ impl DbInner {
             let gc = Instant::now();
             let removed = self.head.truncate_before(b);
             tracing::info!(series_removed = removed, duration = ?gc.elapsed(), "Head GC completed");
+            self.trim_head_tombstones(b);
             cut_any = true;
         }
         if cut_any {
@@ -850,6 +1021,34 @@ impl DbInner {
             tracing::info!(duration = ?started.elapsed(), "WAL checkpoint complete");
         }
         Ok(())
+    }
+
+    /// The head's deleted intervals.
+    pub(crate) fn head_tombstones(&self) -> Arc<Tombstones> {
+        self.head_tombstones.read().clone()
+    }
+
+    /// Replaces the head's tombstones: the file first (atomically), then what readers see.
+    fn set_head_tombstones(&self, t: Tombstones) -> Result<()> {
+        t.write(&self.dir.join(HEAD_TOMBSTONES_FILE))?;
+        *self.head_tombstones.write() = Arc::new(t);
+        Ok(())
+    }
+
+    /// Forgets the head's deleted intervals before `t` (that time is in blocks now, its
+    /// deleted samples left out of them).
+    fn trim_head_tombstones(&self, t: i64) {
+        let old = self.head_tombstones();
+        if old.is_empty() {
+            return;
+        }
+        let mut new = (*old).clone();
+        new.trim_before(t);
+        if new != *old {
+            if let Err(e) = self.set_head_tombstones(new) {
+                tracing::warn!(error = %e, "cannot trim the head's tombstones; kept as they are");
+            }
+        }
     }
 
     /// Replaces every WAL segment so far by a checkpoint of the head.

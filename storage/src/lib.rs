@@ -59,6 +59,7 @@ pub mod observe;
 mod querier;
 pub mod re2;
 mod retention;
+mod tombstones;
 pub mod varint;
 pub mod wal;
 
@@ -72,6 +73,8 @@ pub mod fuzzing {
     pub use crate::compact::{compact, plan};
     pub use crate::index::fuzz_index_read as index_read;
     pub use crate::retention::blocks_to_delete;
+    pub use crate::tombstones::fuzz_decode as tombstones_decode;
+    pub use crate::tombstones::{Interval, Tombstones, TOMBSTONES_FILE};
     pub use crate::wal::fuzz_decode as wal_decode;
 }
 

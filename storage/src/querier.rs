@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 use crate::head::chunk;
 use crate::labels::Labels;
 use crate::matcher::Matcher;
+use crate::tombstones::Intervals;
 
 enum Src {
     Block(Arc<Block>, u64),
@@ -19,6 +20,18 @@ struct SChunk {
     min_time: i64,
     max_time: i64,
     src: Src,
+    /// The deleted intervals of its source that overlap it (samples in them are skipped).
+    del: Option<Intervals>,
+}
+
+/// The tombstones of one source for one series: `None` when the chunk `[mint, maxt]` is
+/// wholly deleted (it is left out), else the intervals to skip when some of it is.
+fn chunk_dels(dels: Option<&Intervals>, mint: i64, maxt: i64) -> Option<Option<Intervals>> {
+    match dels {
+        Some(d) if d.covers(mint, maxt) => None,
+        Some(d) if d.overlaps(mint, maxt) => Some(Some(d.clone())),
+        _ => Some(None),
+    }
 }
 
 impl SChunk {
@@ -78,31 +91,45 @@ impl Querier {
     }
 
     /// The series matching all of `ms` with samples in the range, sorted by labels, each
-    /// merged over blocks and head.
+    /// merged over blocks and head. Deleted samples (tombstones) are left out; a series whose
+    /// chunks in the range are all deleted is not selected.
     pub fn select(&self, ms: &[Matcher]) -> Result<Vec<Series>> {
         let mut by: BTreeMap<Labels, Vec<SChunk>> = BTreeMap::new();
+        let head_dels = self.db.head_tombstones();
         for m in self.db.head.select(ms) {
             let cs = self.db.head.series_chunks(&m, self.mint, self.maxt);
             if cs.is_empty() {
                 continue;
             }
-            let e = by.entry(m.labels()).or_default();
+            let labels = m.labels();
+            let dels = head_dels.get(&labels);
+            let e = by.entry(labels).or_default();
             for c in cs {
+                let Some(del) = chunk_dels(dels, c.min_time, c.max_time) else {
+                    continue;
+                };
                 e.push(SChunk {
                     min_time: c.min_time,
                     max_time: c.max_time,
                     src: Src::Head(c),
+                    del,
                 });
             }
         }
         for b in &self.blocks() {
+            let stones = b.tombstones();
             for s in b.select(ms, self.mint, self.maxt)? {
+                let dels = stones.get(&s.labels);
                 let e = by.entry(s.labels).or_default();
                 for (m, r) in s.chunks {
+                    let Some(del) = chunk_dels(dels, m.min_time, m.max_time) else {
+                        continue;
+                    };
                     e.push(SChunk {
                         min_time: m.min_time,
                         max_time: m.max_time,
                         src: Src::Block(b.clone(), r),
+                        del,
                     });
                 }
             }
@@ -112,7 +139,9 @@ impl Querier {
             .filter(|(_, cs)| !cs.is_empty())
             .map(|(labels, mut chunks)| {
                 chunks.sort_by_key(|c| (c.min_time, c.max_time));
-                let overlapping = chunks.windows(2).any(|w| w[1].min_time <= w[0].max_time);
+                // chunks with deleted samples take the merging path, which filters them
+                let overlapping = chunks.windows(2).any(|w| w[1].min_time <= w[0].max_time)
+                    || chunks.iter().any(|c| c.del.is_some());
                 Series {
                     labels,
                     chunks,
@@ -124,19 +153,36 @@ impl Querier {
             .collect())
     }
 
-    /// The label sets of the series matching `ms` with samples in the range, sorted.
+    /// The label sets of the series matching `ms` with samples in the range, sorted; as
+    /// Prometheus, a series whose chunks in the range are all deleted is left out.
     pub fn series(&self, ms: &[Matcher]) -> Result<Vec<Labels>> {
         let mut out: Vec<Labels> = Vec::new();
+        let head_dels = self.db.head_tombstones();
         for m in self.db.head.select(ms) {
-            if self.db.head.has_samples(&m, self.mint, self.maxt) {
-                out.push(m.labels());
+            if !self.db.head.has_samples(&m, self.mint, self.maxt) {
+                continue;
             }
+            let labels = m.labels();
+            if let Some(d) = head_dels.get(&labels) {
+                let cs = self.db.head.series_chunks(&m, self.mint, self.maxt);
+                if cs.iter().all(|c| d.covers(c.min_time, c.max_time)) {
+                    continue;
+                }
+            }
+            out.push(labels);
         }
         for b in &self.blocks() {
+            let stones = b.tombstones();
             out.extend(
                 b.select(ms, self.mint, self.maxt)?
                     .into_iter()
-                    .filter(|s| !s.chunks.is_empty())
+                    .filter(|s| match stones.get(&s.labels) {
+                        None => !s.chunks.is_empty(),
+                        Some(d) => s
+                            .chunks
+                            .iter()
+                            .any(|(m, _)| !d.covers(m.min_time, m.max_time)),
+                    })
                     .map(|s| s.labels),
             );
         }
@@ -371,7 +417,8 @@ impl<'a> SeriesIter<'a> {
                     .iter()
                     .zip(&self.vs)
                     .map(|(&t, &v)| (t, v))
-                    .filter(|x| x.0 >= s.mint && x.0 <= s.maxt),
+                    .filter(|x| x.0 >= s.mint && x.0 <= s.maxt)
+                    .filter(|x| !c.del.as_ref().is_some_and(|d| d.contains(x.0))),
             );
             if let Some(e) = self.pending_err.take() {
                 self.err = Some(e);

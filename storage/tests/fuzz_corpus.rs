@@ -205,3 +205,18 @@ fn re2_translate_corpus() {
         );
     }
 }
+
+#[test]
+fn tombstones_read_corpus() {
+    let files = corpus("tombstones_read");
+    assert!(files.len() >= 5, "corpus has only {} files", files.len());
+    let mut valid = 0;
+    for (path, bytes) in &files {
+        eprintln!("{}", path.display());
+        if inferdb_storage::tombstones::fuzz_decode(bytes) > 0 {
+            valid += 1;
+        }
+    }
+    // the seeds include real tombstone files (regenerate: tombstones -- --ignored write_seeds)
+    assert!(valid >= 2, "only {valid} corpus files are valid tombstone files");
+}

@@ -20,6 +20,7 @@ use crate::error::{Error, Result};
 use crate::index::{sets, write_index, IndexReader};
 use crate::labels::Labels;
 use crate::matcher::Matcher;
+use crate::tombstones::{Tombstones, TOMBSTONES_FILE};
 
 use crate::chunk::{self as chunk_api, ChunkMeta};
 
@@ -374,6 +375,8 @@ pub struct Block {
     index: IndexReader,
     chunks: ChunkFileReader,
     size: u64,
+    /// The deleted intervals of its series (`tombstones` file), replaced as a whole.
+    tombstones: parking_lot::RwLock<std::sync::Arc<Tombstones>>,
 }
 
 impl std::fmt::Debug for Block {
@@ -386,10 +389,11 @@ impl std::fmt::Debug for Block {
 }
 
 impl Block {
-    /// Opens the block in `dir`: reads `meta.json`, maps and verifies the index' tables and
-    /// maps the chunk segments.
+    /// Opens the block in `dir`: reads `meta.json` and the tombstones, maps and verifies the
+    /// index' tables and maps the chunk segments.
     pub fn open(dir: &Path) -> Result<Block> {
         let meta = read_meta(dir)?;
+        let tombstones = Tombstones::read(&dir.join(TOMBSTONES_FILE))?;
         let index = IndexReader::open(&dir.join(INDEX_FILE))?;
         let chunks = ChunkFileReader::open(&dir.join(CHUNKS_DIR))?;
         let mut size = 0;
@@ -404,7 +408,21 @@ impl Block {
             index,
             chunks,
             size,
+            tombstones: parking_lot::RwLock::new(std::sync::Arc::new(tombstones)),
         })
+    }
+
+    /// The deleted intervals of the block's series.
+    pub fn tombstones(&self) -> std::sync::Arc<Tombstones> {
+        self.tombstones.read().clone()
+    }
+
+    /// Replaces the block's tombstones: the `tombstones` file first (atomically), then what
+    /// readers see.
+    pub fn set_tombstones(&self, t: Tombstones) -> Result<()> {
+        t.write(&self.dir.join(TOMBSTONES_FILE))?;
+        *self.tombstones.write() = std::sync::Arc::new(t);
+        Ok(())
     }
 
     /// The block's metadata.
