@@ -203,6 +203,64 @@ impl ApiBackend for DbBackend {
             .map_err(storage_err)
     }
 
+    fn latest_samples(
+        &self,
+        sets: &[Vec<Matcher>],
+        mint: i64,
+        maxt: i64,
+    ) -> Result<Vec<VectorSample>, ApiError> {
+        let q = self.db.querier(mint, maxt).map_err(storage_err)?;
+        let mut out: std::collections::BTreeMap<Labels, (i64, f64)> = Default::default();
+        let (mut ts, mut vs) = (Vec::new(), Vec::new());
+        for ms in sets {
+            for s in q.select(ms).map_err(storage_err)? {
+                if out.contains_key(s.labels()) {
+                    continue;
+                }
+                ts.clear();
+                vs.clear();
+                s.decode_into(&mut ts, &mut vs).map_err(storage_err)?;
+                if let (Some(&t), Some(&v)) = (ts.last(), vs.last()) {
+                    out.insert(s.labels().clone(), (t, v));
+                }
+            }
+        }
+        Ok(out
+            .into_iter()
+            .map(|(labels, (t, v))| VectorSample { labels, t, v })
+            .collect())
+    }
+
+    fn delete_series(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<(), ApiError> {
+        self.db.delete(matchers, mint, maxt).map_err(storage_err)
+    }
+
+    fn snapshot(&self, skip_head: bool) -> Result<String, ApiError> {
+        use std::hash::{BuildHasher, Hasher};
+        // Prometheus' name: UTC time, then 63 random bits in 16 hex digits
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_nanos(),
+        );
+        let name = format!(
+            "{}-{:016x}",
+            chrono::Utc::now().format("%Y%m%dT%H%M%SZ"),
+            h.finish() >> 1
+        );
+        let dir = self.db.dir().join("snapshots").join(&name);
+        self.db
+            .snapshot(&dir, !skip_head)
+            .map_err(|e| ApiError::internal(format!("create snapshot: {e}")))?;
+        Ok(name)
+    }
+
+    fn clean_tombstones(&self) -> Result<(), ApiError> {
+        self.db.clean_tombstones().map(|_| ()).map_err(storage_err)
+    }
+
     fn tsdb_status(&self, limit: usize) -> Result<TsdbStatus, ApiError> {
         let st = self.db.stats();
         let all = Matcher::new(MatchOp::RegexMatch, "__name__", ".+")

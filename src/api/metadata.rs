@@ -79,3 +79,66 @@ pub(crate) async fn handle(
     data.push('}');
     Ok(success(&data, &[], &[]))
 }
+
+/// Handles GET `/api/v1/targets/metadata` (`match_target`, `metric`, `limit`): one entry per
+/// active target and metric family on its last page, as Prometheus answers it (`metric` is
+/// left out of the entries when the request names one; `limit` is checked before each
+/// target, so the last target's entries may pass it).
+pub(crate) async fn targets(
+    State(state): State<ApiState>,
+    params: Params,
+) -> Result<Response, ApiError> {
+    let limit = number(&params, "limit")?;
+    let matchers = match params.get("match_target") {
+        None | Some("") => None,
+        Some(s) => Some(
+            state
+                .backend()
+                .parse_selector(s)
+                .map_err(|e| ApiError::invalid_param("match_target", e))?,
+        ),
+    };
+    let metric = params.get("metric").filter(|m| !m.is_empty());
+    let mut data = String::from("[");
+    let mut n = 0usize;
+    let mut entry = |data: &mut String, target: &inferdb_storage::Labels, name: Option<&str>, m: &super::MetricMetadata| {
+        if n > 0 {
+            data.push(',');
+        }
+        n += 1;
+        data.push_str("{\"target\":");
+        json::push_labels(data, target);
+        if let Some(name) = name {
+            data.push_str(",\"metric\":");
+            json::push_str(data, name);
+        }
+        data.push_str(",\"type\":");
+        json::push_str(data, &m.typ);
+        data.push_str(",\"help\":");
+        json::push_str(data, &m.help);
+        data.push_str(",\"unit\":");
+        json::push_str(data, &m.unit);
+        data.push('}');
+    };
+    let mut count = 0usize;
+    for t in state.scrape().target_metadata() {
+        if limit.is_some_and(|l| count >= l) {
+            break;
+        }
+        if let Some(ms) = &matchers {
+            if !ms.iter().all(|m| m.matches(t.target.get(&m.name).unwrap_or(""))) {
+                continue;
+            }
+        }
+        for m in &t.metadata {
+            match metric {
+                None => entry(&mut data, &t.target, Some(&m.metric), m),
+                Some(want) if want == m.metric => entry(&mut data, &t.target, None, m),
+                Some(_) => continue,
+            }
+            count += 1;
+        }
+    }
+    data.push(']');
+    Ok(success(&data, &[], &[]))
+}

@@ -17,8 +17,10 @@ pub mod startup;
 pub mod tls;
 pub mod web_urls;
 
+mod admin;
 mod alertmanagers;
 mod compare;
+mod federate;
 mod insights;
 mod labels;
 mod metadata;
@@ -441,6 +443,46 @@ pub trait ApiBackend: Send + Sync + 'static {
     fn ready(&self) -> bool {
         true
     }
+
+    /// For `/federate`: the newest sample in `[mint, maxt]` of every series matching any of
+    /// `sets` (stale markers included), sorted by labels, each series once.
+    fn latest_samples(
+        &self,
+        _sets: &[Vec<Matcher>],
+        _mint: i64,
+        _maxt: i64,
+    ) -> Result<Vec<VectorSample>, ApiError> {
+        Err(ApiError::internal("federation is not supported by this server"))
+    }
+
+    /// Admin API: deletes `[mint, maxt]` of the series matching all of `matchers`.
+    fn delete_series(&self, _matchers: &[Matcher], _mint: i64, _maxt: i64) -> Result<(), ApiError> {
+        Err(no_admin())
+    }
+
+    /// Admin API: writes a snapshot of the store under `<data>/snapshots/` (the head too
+    /// unless `skip_head`) and returns its folder name.
+    fn snapshot(&self, _skip_head: bool) -> Result<String, ApiError> {
+        Err(no_admin())
+    }
+
+    /// Admin API: rewrites the blocks that have tombstones without the deleted samples.
+    fn clean_tombstones(&self) -> Result<(), ApiError> {
+        Err(no_admin())
+    }
+}
+
+fn no_admin() -> ApiError {
+    ApiError::internal("the admin API is not supported by this server")
+}
+
+/// One target's metric metadata, for `/api/v1/targets/metadata`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TargetMetadata {
+    /// The target's labels (without `__`-prefixed ones).
+    pub target: Labels,
+    /// The metadata of the families on its last page, by family name.
+    pub metadata: Vec<MetricMetadata>,
 }
 
 /// Metric metadata as scraped from `# HELP`/`# TYPE`/`# UNIT` lines.
@@ -505,6 +547,14 @@ pub trait ScrapeStatus: Send + Sync + 'static {
     }
     /// Metadata of every metric family seen.
     fn metadata(&self) -> Vec<MetricMetadata> {
+        Vec::new()
+    }
+    /// Per active target, the metadata of the families on its last page.
+    fn target_metadata(&self) -> Vec<TargetMetadata> {
+        Vec::new()
+    }
+    /// The configuration's `global.external_labels`, sorted by name (added by `/federate`).
+    fn external_labels(&self) -> Vec<(String, String)> {
         Vec::new()
     }
     /// Extra lines for inferdb's own `/metrics` page (Prometheus text format).

@@ -40,6 +40,8 @@ pub struct ApiConfig {
     pub max_body_bytes: usize,
     /// Whether `POST /-/reload` is allowed (`--web.enable-lifecycle`).
     pub enable_lifecycle: bool,
+    /// Whether the TSDB admin endpoints work (`--web.enable-admin-api`).
+    pub enable_admin_api: bool,
     /// The command-line flags, for `/api/v1/status/flags`.
     pub flags: BTreeMap<String, String>,
     /// Retention as text (e.g. `15d`), for `/api/v1/status/runtimeinfo`.
@@ -66,6 +68,7 @@ impl Default for ApiConfig {
             max_concurrency: 20,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             enable_lifecycle: false,
+            enable_admin_api: false,
             flags: BTreeMap::new(),
             storage_retention: "15d".into(),
             config_yaml: String::new(),
@@ -432,6 +435,11 @@ fn handler_name(path: &str) -> &'static str {
         "/api/v1/labels",
         "/api/v1/metadata",
         "/api/v1/targets",
+        "/api/v1/targets/metadata",
+        "/api/v1/admin/tsdb/snapshot",
+        "/api/v1/admin/tsdb/delete_series",
+        "/api/v1/admin/tsdb/clean_tombstones",
+        "/federate",
         "/api/v1/rules",
         "/api/v1/alerts",
         "/api/v1/alertmanagers",
@@ -465,6 +473,7 @@ async fn not_found() -> Response {
 /// Builds the router with every endpoint, gzip/deflate compression when the client asks,
 /// and request accounting.
 pub fn router(state: ApiState) -> Router {
+    use super::{admin, federate};
     use super::{labels, metadata, misc, query, query_range, series, status, targets};
     use super::{read, write};
     let api = Router::new()
@@ -490,6 +499,19 @@ pub fn router(state: ApiState) -> Router {
         .route("/label/{name}/values", get(labels::values))
         .route("/metadata", get(metadata::handle))
         .route("/targets", get(targets::handle))
+        .route("/targets/metadata", get(metadata::targets))
+        .route(
+            "/admin/tsdb/snapshot",
+            post(admin::snapshot).put(admin::snapshot),
+        )
+        .route(
+            "/admin/tsdb/delete_series",
+            post(admin::delete_series).put(admin::delete_series),
+        )
+        .route(
+            "/admin/tsdb/clean_tombstones",
+            post(admin::clean_tombstones).put(admin::clean_tombstones),
+        )
         .route("/rules", get(super::rules::rules))
         .route("/alerts", get(super::rules::alerts))
         .route("/alertmanagers", get(super::alertmanagers::handle))
@@ -515,6 +537,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/-/ready", get(misc::ready).head(misc::ready))
         .route("/-/reload", post(misc::reload).put(misc::reload))
         .route("/metrics", get(misc::metrics))
+        .route("/federate", get(federate::handle))
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(state.clone(), track))
         .layer(CompressionLayer::new());

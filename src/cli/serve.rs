@@ -151,6 +151,10 @@ pub struct ServeArgs {
     /// Allow POST /-/reload.
     #[arg(long = "web.enable-lifecycle")]
     pub enable_lifecycle: bool,
+    /// Enable the TSDB admin endpoints (/api/v1/admin/tsdb/snapshot, delete_series,
+    /// clean_tombstones).
+    #[arg(long = "web.enable-admin-api")]
+    pub enable_admin_api: bool,
     /// Accept Prometheus remote write on /api/v1/write.
     #[arg(long = "web.enable-remote-write-receiver")]
     pub enable_remote_write_receiver: bool,
@@ -361,6 +365,36 @@ impl ScrapeStatus for ScrapeView {
         out
     }
 
+    fn target_metadata(&self) -> Vec<crate::api::TargetMetadata> {
+        self.mgr
+            .targets()
+            .into_iter()
+            .map(|t| crate::api::TargetMetadata {
+                target: t.target.labels.clone(),
+                metadata: t
+                    .state
+                    .metadata
+                    .iter()
+                    .map(|(name, m)| MetricMetadata {
+                        metric: name.clone(),
+                        typ: m.kind.clone(),
+                        help: m.help.clone(),
+                        unit: m.unit.clone(),
+                    })
+                    .collect(),
+            })
+            .collect()
+    }
+
+    fn external_labels(&self) -> Vec<(String, String)> {
+        let c = self.configs.borrow();
+        c.global
+            .external_labels
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
     fn self_metrics(&self) -> String {
         let mut o = String::new();
         crate::metrics::write_db_metrics(&mut o, &self.db);
@@ -481,6 +515,10 @@ impl ServeArgs {
             self.enable_lifecycle.to_string(),
         );
         flags.insert(
+            "web.enable-admin-api".into(),
+            self.enable_admin_api.to_string(),
+        );
+        flags.insert(
             "web.enable-remote-write-receiver".into(),
             self.enable_remote_write_receiver.to_string(),
         );
@@ -534,6 +572,7 @@ impl ServeArgs {
             max_concurrency: self.query_max_concurrency.max(1),
             max_body_bytes: self.max_request_bytes,
             enable_lifecycle: self.enable_lifecycle,
+            enable_admin_api: self.enable_admin_api,
             flags,
             storage_retention: self.retention_time.clone(),
             config_yaml: String::new(),
