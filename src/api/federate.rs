@@ -38,6 +38,8 @@ pub(crate) async fn handle(State(state): State<ApiState>, params: Params) -> Res
     let mut sets = Vec::new();
     for s in params.get_all("match[]") {
         match state.backend().parse_selector(s) {
+            // as Prometheus' storage: no matchers select no series
+            Ok(ms) if ms.is_empty() => {}
             Ok(ms) => sets.push(ms),
             Err(e) => return plain_error(StatusCode::BAD_REQUEST, &e),
         }
@@ -70,7 +72,10 @@ pub(crate) async fn handle(State(state): State<ApiState>, params: Params) -> Res
 
 /// Writes `samples` (sorted by labels) as Prometheus' federation does; `external` are the
 /// external labels sorted by name.
-pub(crate) fn write_federation(mut samples: Vec<VectorSample>, external: &[(String, String)]) -> String {
+pub(crate) fn write_federation(
+    mut samples: Vec<VectorSample>,
+    external: &[(String, String)],
+) -> String {
     samples.retain(|s| !inferdb_storage::is_stale_nan(s.v) && s.labels.metric_name().is_some());
     // stable: within a family the series stay in label order
     samples.sort_by(|a, b| a.labels.metric_name().cmp(&b.labels.metric_name()));
@@ -143,13 +148,36 @@ mod tests {
     #[test]
     fn families_external_labels_and_stale_markers() {
         let samples = vec![
-            s(&[("__name__", "up"), ("instance", "a:1"), ("job", "j")], 1000, 1.0),
-            s(&[("__name__", "b_total"), ("job", "j"), ("zone", "x\"y\n")], 2000, 1e21),
-            s(&[("__name__", "up"), ("instance", "b:1"), ("job", "j")], 1000, f64::NAN),
-            s(&[("__name__", "gone"), ("job", "j")], 1000, inferdb_storage::stale_nan()),
-            s(&[("Zed", "1"), ("__name__", "b_total")], 3, f64::NEG_INFINITY),
+            s(
+                &[("__name__", "up"), ("instance", "a:1"), ("job", "j")],
+                1000,
+                1.0,
+            ),
+            s(
+                &[("__name__", "b_total"), ("job", "j"), ("zone", "x\"y\n")],
+                2000,
+                1e21,
+            ),
+            s(
+                &[("__name__", "up"), ("instance", "b:1"), ("job", "j")],
+                1000,
+                f64::NAN,
+            ),
+            s(
+                &[("__name__", "gone"), ("job", "j")],
+                1000,
+                inferdb_storage::stale_nan(),
+            ),
+            s(
+                &[("Zed", "1"), ("__name__", "b_total")],
+                3,
+                f64::NEG_INFINITY,
+            ),
         ];
-        let ext = vec![("cluster".to_string(), "c1".to_string()), ("job".into(), "ext".into())];
+        let ext = vec![
+            ("cluster".to_string(), "c1".to_string()),
+            ("job".into(), "ext".into()),
+        ];
         assert_eq!(
             write_federation(samples, &ext),
             "# TYPE b_total untyped\n\

@@ -101,7 +101,10 @@ pub(crate) async fn targets(
     let metric = params.get("metric").filter(|m| !m.is_empty());
     let mut data = String::from("[");
     let mut n = 0usize;
-    let mut entry = |data: &mut String, target: &inferdb_storage::Labels, name: Option<&str>, m: &super::MetricMetadata| {
+    let mut entry = |data: &mut String,
+                     target: &inferdb_storage::Labels,
+                     name: Option<&str>,
+                     m: &super::MetricMetadata| {
         if n > 0 {
             data.push(',');
         }
@@ -126,7 +129,10 @@ pub(crate) async fn targets(
             break;
         }
         if let Some(ms) = &matchers {
-            if !ms.iter().all(|m| m.matches(t.target.get(&m.name).unwrap_or(""))) {
+            if !ms
+                .iter()
+                .all(|m| m.matches(t.target.get(&m.name).unwrap_or("")))
+            {
                 continue;
             }
         }

@@ -452,7 +452,9 @@ pub trait ApiBackend: Send + Sync + 'static {
         _mint: i64,
         _maxt: i64,
     ) -> Result<Vec<VectorSample>, ApiError> {
-        Err(ApiError::internal("federation is not supported by this server"))
+        Err(ApiError::internal(
+            "federation is not supported by this server",
+        ))
     }
 
     /// Admin API: deletes `[mint, maxt]` of the series matching all of `matchers`.

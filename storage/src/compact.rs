@@ -192,7 +192,8 @@ fn merge_into(
             } else {
                 vec![None; blocks.len()]
             };
-            chunks.retain(|(m, bi, _)| !dels[*bi].is_some_and(|d| d.covers(m.min_time, m.max_time)));
+            chunks
+                .retain(|(m, bi, _)| !dels[*bi].is_some_and(|d| d.covers(m.min_time, m.max_time)));
             if chunks.is_empty() {
                 continue;
             }

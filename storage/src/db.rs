@@ -530,13 +530,15 @@ impl Db {
     /// hold such samples, each interval cut to the series' data there (samples appended
     /// later are not hidden). Queries, `series`, exports, block cuts and compactions leave the
     /// samples out from now on; [`Db::clean_tombstones`] rewrites the blocks without them.
-    /// Each tombstone file is replaced atomically before the next is written.
+    /// Each tombstone file is replaced atomically before the next is written. No matchers
+    /// delete nothing.
     pub fn delete(&self, ms: &[crate::Matcher], mint: i64, maxt: i64) -> Result<()> {
         let inner = &self.inner;
         if inner.opts.read_only {
             return Err(Error::ReadOnly);
         }
-        if mint > maxt {
+        // as Prometheus: no matchers select no series (not all of them)
+        if mint > maxt || ms.is_empty() {
             return Ok(());
         }
         let _m = inner.maint.lock();

@@ -77,7 +77,9 @@ impl Intervals {
     /// Whether all of `[mint, maxt]` is deleted.
     pub fn covers(&self, mint: i64, maxt: i64) -> bool {
         let i = self.0.partition_point(|x| x.maxt < mint);
-        self.0.get(i).is_some_and(|x| x.mint <= mint && x.maxt >= maxt)
+        self.0
+            .get(i)
+            .is_some_and(|x| x.mint <= mint && x.maxt >= maxt)
     }
 
     /// Whether some of `[mint, maxt]` is deleted.

@@ -218,5 +218,8 @@ fn tombstones_read_corpus() {
         }
     }
     // the seeds include real tombstone files (regenerate: tombstones -- --ignored write_seeds)
-    assert!(valid >= 2, "only {valid} corpus files are valid tombstone files");
+    assert!(
+        valid >= 2,
+        "only {valid} corpus files are valid tombstone files"
+    );
 }

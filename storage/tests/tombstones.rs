@@ -87,7 +87,11 @@ fn delete_hides_samples_in_blocks_and_head_across_reopen_cut_and_compaction() {
     let db = Db::open(dir.path(), opts()).unwrap();
     fill(&db, 0, 45_000);
     db.cut_all().unwrap();
-    assert_eq!(db.blocks().len(), 4, "blocks [0,10s) .. [30s,40s), head 40s..");
+    assert_eq!(
+        db.blocks().len(),
+        4,
+        "blocks [0,10s) .. [30s,40s), head 40s.."
+    );
     let before = read(&db, i64::MIN, i64::MAX);
     // b loses 5s..42s: part of one block, three whole blocks, part of the head
     db.delete(&[Matcher::equal("instance", "b")], 5_000, 42_000)
@@ -113,7 +117,9 @@ fn delete_hides_samples_in_blocks_and_head_across_reopen_cut_and_compaction() {
     // samples appended after the delete are not hidden by it
     fill(&db, 45_000, 46_000);
     let want2 = read(&db, i64::MIN, i64::MAX);
-    assert!(want2.iter().any(|(k, v)| k.contains("\"b\"") && v.last().unwrap().0 == 45_900));
+    assert!(want2
+        .iter()
+        .any(|(k, v)| k.contains("\"b\"") && v.last().unwrap().0 == 45_900));
     db.close().unwrap();
 
     let db = Db::open(dir.path(), opts()).unwrap();
@@ -146,7 +152,12 @@ fn delete_hides_samples_in_blocks_and_head_across_reopen_cut_and_compaction() {
     .unwrap();
     let first: Dump = want3
         .iter()
-        .map(|(k, v)| (k.clone(), v.iter().filter(|x| x.0 < 20_000).copied().collect()))
+        .map(|(k, v)| {
+            (
+                k.clone(),
+                v.iter().filter(|x| x.0 < 20_000).copied().collect(),
+            )
+        })
         .collect();
     assert_eq!(read(&c, i64::MIN, i64::MAX), first, "after compaction");
     assert_eq!(read(&db, i64::MIN, i64::MAX), want3, "after compaction");
@@ -219,7 +230,12 @@ fn snapshot_opens_with_the_same_answers() {
     assert_eq!(check(&snap), live);
     let blocks_only: Dump = live
         .iter()
-        .map(|(k, v)| (k.clone(), v.iter().filter(|x| x.0 < 20_000).copied().collect()))
+        .map(|(k, v)| {
+            (
+                k.clone(),
+                v.iter().filter(|x| x.0 < 20_000).copied().collect(),
+            )
+        })
         .collect();
     assert_eq!(check(&only_blocks), blocks_only);
     // a writable open of the snapshot works too
