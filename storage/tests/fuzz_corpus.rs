@@ -213,7 +213,7 @@ fn tombstones_read_corpus() {
     let mut valid = 0;
     for (path, bytes) in &files {
         eprintln!("{}", path.display());
-        if inferdb_storage::tombstones::fuzz_decode(bytes) > 0 {
+        if inferdb_storage::fuzzing::tombstones_decode(bytes) > 0 {
             valid += 1;
         }
     }

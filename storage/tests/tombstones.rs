@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use inferdb_storage::tombstones::{Interval, Tombstones, TOMBSTONES_FILE};
+use inferdb_storage::fuzzing::{Interval, Tombstones, TOMBSTONES_FILE};
 use inferdb_storage::{Db, Labels, Matcher, Options};
 
 const BD: i64 = 10_000;
@@ -140,7 +140,7 @@ fn delete_hides_samples_in_blocks_and_head_across_reopen_cut_and_compaction() {
     let out = tempfile::tempdir().unwrap();
     let blocks = db.open_blocks();
     let inputs: Vec<&inferdb_storage::block::Block> = blocks[..2].iter().map(|b| &**b).collect();
-    let m = inferdb_storage::compact::compact(out.path(), &inputs).unwrap();
+    let m = inferdb_storage::fuzzing::compact(out.path(), &inputs).unwrap();
     assert_eq!(m.num_samples, 600 - 150, "b's 5.0-19.9 s left out");
     let c = Db::open(
         out.path(),
