@@ -25,7 +25,7 @@ fn start() -> Server {
         &mut demo_command(&dir.path().join("data"), port, 2),
         dir.path().join("serve.log"),
     );
-    proc.wait_listening(port);
+    proc.wait_serving(port);
     Server {
         _proc: proc,
         base: format!("http://127.0.0.1:{port}"),

@@ -152,11 +152,11 @@ fn serve(web_config: &Path) -> (Command, u16, tempfile::TempDir) {
     (cmd, port, data)
 }
 
-/// Starts serve and waits until its port takes connections.
+/// Starts serve and waits until it is ready.
 fn start(web_config: &Path) -> Server {
     let (mut cmd, port, data) = serve(web_config);
     let mut proc = Proc::spawn("inferdb serve", &mut cmd, web_config.with_extension("log"));
-    proc.wait_listening(port);
+    proc.wait_serving(port);
     Server {
         _proc: proc,
         port,

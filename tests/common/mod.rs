@@ -100,6 +100,29 @@ impl Proc {
         }
     }
 
+    /// Waits until `inferdb serve` on `port` takes connections and has logged that it is ready
+    /// (its store open; before, everything but `/-/healthy` answers 503). For servers
+    /// `/-/ready` cannot reach over plain HTTP (TLS, basic auth).
+    pub fn wait_serving(&mut self, port: u16) {
+        self.wait_listening(port);
+        let deadline = Instant::now() + READY_WITHIN;
+        while !self
+            .log()
+            .contains("Server is ready to receive web requests.")
+        {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                panic!("{} exited with {st}:\n{}", self.name, self.log());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} not ready:\n{}",
+                self.name,
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// Waits until `base/-/ready` answers 200; see [`Proc::wait_for`].
     pub fn wait_ready(&mut self, base: &str, client: &Client) {
         self.wait_for(&format!("{base}/-/ready"), client);
