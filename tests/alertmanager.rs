@@ -4,12 +4,16 @@
 //! `send_resolved: true`): a firing alert arrives with its labels (external labels attached) and
 //! annotations, resolves, and after the Alertmanager is killed and started again on the same
 //! port with fresh storage, the resent alert arrives again. `/api/v1/alertmanagers` of `serve`
-//! is compared with Prometheus 2.42's for the same `alerting` section.
+//! is compared with Prometheus 2.42's for the same `alerting` section. End to end, `inferdb
+//! serve` with a rule file over a page the test serves: the alert fires after its `for`, arrives
+//! with its templated labels and annotations, resolves when the condition clears, and is resent
+//! to a restarted Alertmanager.
 
 mod common;
 
 use std::path::Path;
 use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -26,6 +30,13 @@ use common::{free_port, Client, Proc};
 #[derive(Clone, Default)]
 struct Hook {
     got: Arc<Mutex<Vec<Value>>>,
+    /// The KV-cache usage the `/metrics` page shows (`f64` bits).
+    usage: Arc<AtomicU64>,
+}
+
+async fn page(State(h): State<Hook>) -> String {
+    let v = f64::from_bits(h.usage.load(Ordering::Relaxed));
+    format!("# TYPE vllm:gpu_cache_usage_perc gauge\nvllm:gpu_cache_usage_perc {v}\n")
 }
 
 async fn receive(State(h): State<Hook>, body: String) -> &'static str {
@@ -44,6 +55,7 @@ impl Hook {
         let port = l.local_addr().unwrap().port();
         let app = axum::Router::new()
             .route("/hook", post(receive))
+            .route("/metrics", axum::routing::get(page))
             .with_state(self.clone());
         rt.spawn(async move { axum::serve(l, app).await });
         port
@@ -295,4 +307,123 @@ scrape_configs: []
         assert_eq!(sorted(&ours, k), sorted(&theirs, k), "{k}");
     }
     prom.terminate();
+}
+
+#[test]
+fn serve_fires_resolves_and_resends_through_a_real_alertmanager() {
+    if !common::require_tools(&["prometheus-alertmanager"], "alertmanager") {
+        return;
+    }
+    let c = Client::new();
+    let work = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let hook = Hook::default();
+    hook.usage.store(0.95f64.to_bits(), Ordering::Relaxed);
+    let hook_port = hook.start(&rt);
+    let am_port = free_port();
+    let am = start_alertmanager(work.path(), "am1", am_port, hook_port, &c);
+    std::fs::write(
+        work.path().join("rules.yml"),
+        r#"groups:
+  - name: kv
+    interval: 1s
+    rules:
+      - alert: KvCacheFull
+        expr: vllm:gpu_cache_usage_perc > 0.9
+        for: 2s
+        labels:
+          severity: page
+          team: '{{ $labels.job }}-oncall'
+        annotations:
+          summary: 'KV cache of {{ $labels.instance }} at {{ $value | humanizePercentage }}'
+"#,
+    )
+    .unwrap();
+    let cfg = work.path().join("inferdb.yml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "global: {{scrape_interval: 1s, evaluation_interval: 1s, external_labels: {{cluster: eu-1}}}}
+rule_files: [rules.yml]
+alerting:
+  alertmanagers: [{{static_configs: [{{targets: ['127.0.0.1:{am_port}']}}], timeout: 2s}}]
+scrape_configs:
+  - job_name: vllm
+    static_configs: [{{targets: ['127.0.0.1:{hook_port}']}}]
+"
+        ),
+    )
+    .unwrap();
+    let t0 = inferdb::model::time::now_ms();
+    let (inferdb, base) = common::start_inferdb_with(
+        work.path(),
+        &work.path().join("data"),
+        &[
+            "--config.file",
+            cfg.to_str().unwrap(),
+            "--rules.alert.resend-delay",
+            "1s",
+            "--web.external-url",
+            "http://inferdb.example:9090",
+        ],
+        &c,
+    );
+    let ms = |v: &Value, k: &str| {
+        chrono::DateTime::parse_from_rfc3339(v[k].as_str().unwrap())
+            .unwrap()
+            .timestamp_millis()
+    };
+    let a = hook.wait_alert("firing", "KvCacheFull", Duration::from_secs(30));
+    let instance = format!("127.0.0.1:{hook_port}");
+    assert_eq!(
+        a["labels"],
+        serde_json::json!({"alertname": "KvCacheFull", "cluster": "eu-1", "instance": instance,
+            "job": "vllm", "severity": "page", "team": "vllm-oncall"})
+    );
+    assert_eq!(
+        a["annotations"]["summary"],
+        format!("KV cache of {instance} at 95%")
+    );
+    assert!(
+        a["generatorURL"].as_str().unwrap().starts_with(
+            "http://inferdb.example:9090/graph?g0.expr=vllm%3Agpu_cache_usage_perc+%3E+0.9"
+        ),
+        "{a}"
+    );
+    // pending for 2 s after the first scrape, then firing
+    assert!(ms(&a, "startsAt") >= t0 + 2000, "{a} vs start {t0}");
+
+    // the condition clears: resolved
+    hook.usage.store(0.1f64.to_bits(), Ordering::Relaxed);
+    let r = hook.wait_alert("resolved", "KvCacheFull", Duration::from_secs(30));
+    assert!(ms(&r, "endsAt") > ms(&a, "startsAt"), "{r}");
+
+    // fires again; Alertmanager restarts with empty storage; the resend brings it back
+    hook.got.lock().clear();
+    hook.usage.store(0.97f64.to_bits(), Ordering::Relaxed);
+    hook.wait_alert("firing", "KvCacheFull", Duration::from_secs(30));
+    drop(am); // SIGKILL
+    hook.got.lock().clear();
+    let am2 = start_alertmanager(work.path(), "am2", am_port, hook_port, &c);
+    let back = hook.wait_alert("firing", "KvCacheFull", Duration::from_secs(30));
+    assert_eq!(
+        back["annotations"]["summary"],
+        format!("KV cache of {instance} at 97%")
+    );
+    let (_, am_list) = c.get(&format!("{base}/api/v1/alertmanagers"));
+    assert!(
+        am_list.contains(&format!("http://127.0.0.1:{am_port}/api/v2/alerts")),
+        "{am_list}"
+    );
+    assert!(
+        c.metric(&base, "prometheus_notifications_sent_total")
+            .unwrap()
+            >= 3.0
+    );
+    inferdb.terminate();
+    drop(am2);
 }
