@@ -10,7 +10,8 @@ until rates exist (three scrapes), then for each page opens a fresh headless Chr
 (chromedriver, new profile, so the cache is cold) RUNS times and reads from the browser:
 
 - ready: ms from navigation start to `performance.mark('inferdb:ready')`, which each page sets
-  once its first data is drawn (fleet: table and all 15 charts; query: the panel's graph);
+  once its first data is drawn (fleet: table and all 15 charts; query: the panel's graph or
+  its explain tree with every node evaluated; insights: the findings);
 - load: ms to the load event;
 - bytes: what crossed the wire (transferSize of the document and every resource: static
   files gzipped plus the API's JSON answers);
@@ -28,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 
@@ -38,6 +40,8 @@ PAGES = [
     "fleet",
     "query?" + urllib.parse.urlencode({"g0.expr": GEN, "g0.tab": "graph", "g0.range_input": "1h"}),
     "query",
+    "query?" + urllib.parse.urlencode({"g0.expr": GEN, "g0.tab": "explain"}),
+    "insights",
     "targets",
     "service-discovery",
     "rules",
@@ -130,9 +134,13 @@ def main():
         wait_port(dport, "chromedriver", drv)
         q = urllib.parse.urlencode({"query": GEN})
         for _ in range(120):
-            with urllib.request.urlopen(f"{base}/api/v1/query?{q}") as r:
-                if len(json.load(r)["data"]["result"]) == 2:
-                    break
+            try:
+                with urllib.request.urlopen(f"{base}/api/v1/query?{q}") as r:
+                    if len(json.load(r)["data"]["result"]) == 2:
+                        break
+            except urllib.error.HTTPError as e:
+                if e.code != 503:  # 503: the store is still opening
+                    raise
             time.sleep(1)
         else:
             sys.exit("no rates after 120 s")
@@ -150,7 +158,7 @@ def main():
             for c in cold:
                 statics.update(dict(c["statics"]))
             med = lambda k: statistics.median(c[k] for c in cold)
-            name = page.split("?")[0] + (" (graph)" if "g0.expr" in page else "")
+            name = page.split("?")[0] + (" (explain)" if "explain" in page else " (graph)" if "g0.expr" in page else "")
             print(f"{name:<18} {med('ready'):>9.0f} {med('load'):>8.0f} {med('bytes'):>8.0f} "
                   f"{sum(v for _, v in cold[0]['statics']):>9} {warm['ready']:>10.0f}")
         doc = cold[0]["docBytes"]

@@ -169,8 +169,6 @@ class FleetPage {
     const now = this.time ?? Date.now() / 1000;
     const end = Math.floor(now / step) * step;
     const start = end - range;
-    // the findings of the range, fetched beside the panels and drawn on them once both are in
-    const findings = fetchFindings(start, end, '').then((r) => r.findings, (e) => ({error: e}));
     const interval = await this.scrapeInterval();
     // windows: four scrapes at least (as Grafana's $__rate_interval), two steps on long ranges
     const wTable = formatDuration(Math.max(60, 4 * interval));
@@ -220,7 +218,9 @@ class FleetPage {
     this.onLoaded();
     this.updated.textContent = `Updated ${new Date().toLocaleTimeString()} · rate windows ${wTable} (table), ${wChart} (charts)`;
     this.schedule();
-    const fs = await findings;
+    // the findings of the range once the panels are drawn (the analysis takes a few queries
+    // of its own; the page is usable before it ends)
+    const fs = await fetchFindings(start, end, '').then((r) => r.findings, (e) => ({error: e}));
     if (seq === this.seq) this.showFindings(fs, findingsBox);
   }
 

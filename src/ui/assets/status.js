@@ -1,7 +1,7 @@
 // The status pages: targets, service discovery, rules, alerts, TSDB status, configuration,
 // command-line flags, runtime and build information. Each reads the same API Grafana reads.
 
-import {el, api, ago, labelBadges, notice, heading, table, formatHuman} from './util.js';
+import {el, api, ago, labelBadges, notice, heading, table, formatHuman, formatDuration} from './util.js';
 
 /** Loads `path` into a new box appended to `main` now; resolves once drawn. */
 async function load(main, path, params, draw) {
@@ -87,38 +87,86 @@ function serviceDiscovery(main) {
   });
 }
 
+/** 'last evaluation 3.2s ago, took 1.2 ms' (or 'never evaluated'). */
+function evaluated(x) {
+  if (!x.lastEvaluation || x.lastEvaluation.startsWith('0001')) return 'never evaluated';
+  const took = x.evaluationTime !== undefined ? `, took ${formatHuman(x.evaluationTime, 's')}` : '';
+  return `last evaluation ${ago(Date.parse(x.lastEvaluation))}${took}`;
+}
+
+/** Annotations as 'name: value' lines. */
+function annotationList(a) {
+  const es = Object.entries(a || {});
+  return es.length ? el('dl', {class: 'annotations'}, es.map(([k, v]) => [el('dt', {}, k), el('dd', {}, v)])) : null;
+}
+
+/** A duration in seconds as Prometheus writes it ('10m'), for `for` and `keep_firing_for`. */
+const secs = (s) => formatDuration(Number(s));
+
+/** The text a rule is found by: its name, group, file, query, labels and annotations. */
+function ruleText(g, r) {
+  return [g.name, g.file || '', r.name, r.query, r.health || '', r.lastError || '',
+    ...Object.entries(r.labels || {}).map(([k, v]) => `${k}="${v}"`),
+    ...Object.values(r.annotations || {})].join('\n').toLowerCase();
+}
+
 function ruleTable(rules) {
   return table(['Rule', 'State', 'Error', 'Last evaluation', 'Evaluation time'], rules.map((r) => [
-    el('div', {},
+    el('div', {'data-rule': r.name},
       el('div', {class: 'rule-name'}, (r.type === 'alerting' ? 'alert: ' : 'record: ') + r.name),
       el('pre', {class: 'rule-expr'}, r.query),
-      r.duration ? el('div', {}, `for: ${r.duration}s`) : null,
-      r.labels && Object.keys(r.labels).length ? labelBadges(r.labels) : null),
-    health(r.health || 'unknown'), r.lastError || '',
+      r.duration ? el('div', {}, `for: ${secs(r.duration)}`) : null,
+      r.keepFiringFor ? el('div', {}, `keep_firing_for: ${secs(r.keepFiringFor)}`) : null,
+      r.labels && Object.keys(r.labels).length ? el('div', {}, 'labels: ', labelBadges(r.labels)) : null,
+      annotationList(r.annotations)),
+    health(r.health || 'unknown'), r.lastError ? el('span', {class: 'scrape-error'}, r.lastError) : '',
     r.lastEvaluation && !r.lastEvaluation.startsWith('0001') ? ago(Date.parse(r.lastEvaluation)) : 'never',
     r.evaluationTime !== undefined ? formatHuman(r.evaluationTime, 's') : '']));
 }
 
 function rules(main) {
-  main.append(heading('Rules', 'Recording and alerting rules by group, with their health and last evaluation.'));
+  main.append(heading('Rules', 'Recording and alerting rules by group, with their health, last evaluation and error.'));
+  const bar = el('div', {class: 'controls'});
+  main.append(bar);
+  let text = '';
+  let unhealthy = false;
   return load(main, 'api/v1/rules', {}, (box, data) => {
     if (!data.groups.length) {
       box.append(el('div', {class: 'empty'}, 'No rules loaded: list rule files under rule_files in the configuration ' +
         '(deploy/rules/vllm.yml has vLLM rules) and reload.'));
       return;
     }
-    for (const g of data.groups) {
-      box.append(el('details', {class: 'pool', open: true},
-        el('summary', {}, el('span', {class: 'pool-name'}, g.name), ` ${g.file || ''} · every ${g.interval}s`),
-        ruleTable(g.rules)));
-    }
+    const draw = () => {
+      const nodes = [];
+      for (const g of data.groups) {
+        const shown = g.rules.filter((r) => (!unhealthy || (r.health && r.health !== 'ok')) && (!text || ruleText(g, r).includes(text)));
+        if (!shown.length) continue;
+        const bad = g.rules.filter((r) => r.health && r.health !== 'ok').length;
+        nodes.push(el('details', {class: 'pool', open: true, 'data-group': g.name},
+          el('summary', {}, el('span', {class: 'pool-name'}, g.name),
+            ` ${g.file || ''} · every ${secs(g.interval)} · ${g.rules.length} rules${bad ? `, ${bad} unhealthy` : ''} · ${evaluated(g)}`),
+          ruleTable(shown)));
+      }
+      box.replaceChildren(...(nodes.length ? nodes : [el('div', {class: 'empty'}, 'No rule matches the filter.')]));
+    };
+    bar.append(filterInput('Filter by name, expression, label or group', (v) => { text = v; draw(); }),
+      el('label', {}, el('input', {type: 'checkbox', onchange: (e) => { unhealthy = e.target.checked; draw(); }}), ' unhealthy only'));
+    draw();
   });
 }
 
+const STATES = ['firing', 'pending', 'inactive'];
+
 function alerts(main) {
-  main.append(heading('Alerts', 'Alerting rules by state, with their active alerts.'));
+  main.append(heading('Alerts', 'Alerting rules by state, with their active alerts: labels, annotations, since when, value.'));
+  const bar = el('div', {class: 'controls'});
+  main.append(bar);
+  let text = '';
+  const states = new Set(STATES);
   return load(main, 'api/v1/rules', {type: 'alert'}, (box, data) => {
-    const rs = data.groups.flatMap((g) => g.rules.filter((r) => r.type === 'alerting').map((r) => Object.assign({group: g.name}, r)));
+    const rs = data.groups.flatMap((g) => g.rules.filter((r) => r.type === 'alerting')
+      .map((r) => Object.assign({group: g.name, text: ruleText(g, r) + '\n' +
+        (r.alerts || []).flatMap((a) => Object.entries(a.labels).map(([k, v]) => `${k}="${v}"`)).join('\n').toLowerCase()}, r)));
     if (!rs.length) {
       box.append(el('div', {class: 'empty'}, 'No alerting rules: list rule files under rule_files in the configuration ' +
         '(deploy/rules/vllm.yml has vLLM alerts) and reload.'));
@@ -126,17 +174,30 @@ function alerts(main) {
     }
     const counts = {firing: 0, pending: 0, inactive: 0};
     for (const r of rs) counts[r.state] = (counts[r.state] || 0) + 1;
-    box.append(el('p', {class: 'alert-counts'}, Object.entries(counts).map(([k, v]) => el('span', {class: `health ${k}`}, `${k} (${v})`))));
     const order = {firing: 0, pending: 1, inactive: 2};
     rs.sort((a, b) => (order[a.state] ?? 3) - (order[b.state] ?? 3) || a.name.localeCompare(b.name));
-    for (const r of rs) {
-      box.append(el('details', {class: `pool alert ${r.state}`, open: r.state !== 'inactive'},
+    const list = el('div');
+    const draw = () => {
+      const shown = rs.filter((r) => states.has(r.state) && (!text || r.text.includes(text)));
+      list.replaceChildren(...(shown.length ? shown.map((r) => el('details', {class: `pool alert ${r.state}`, open: r.state !== 'inactive', 'data-alert': r.name},
         el('summary', {}, el('span', {class: `health ${r.state}`}, r.state.toUpperCase()), ' ',
           el('span', {class: 'pool-name'}, r.name), ` (${(r.alerts || []).length} active) · group ${r.group}`),
         el('pre', {class: 'rule-expr'}, r.query),
-        (r.alerts || []).length ? table(['Labels', 'State', 'Active since', 'Value'], r.alerts.map((a) => [
-          labelBadges(a.labels), health(a.state), a.activeAt ? ago(Date.parse(a.activeAt)) : '', String(a.value)])) : null));
-    }
+        r.duration ? el('div', {}, `for: ${secs(r.duration)}`) : null,
+        r.labels && Object.keys(r.labels).length ? el('div', {}, 'labels: ', labelBadges(r.labels)) : null,
+        annotationList(r.annotations),
+        (r.alerts || []).length ? table(['Labels', 'State', 'Active since', 'Value', 'Annotations'], r.alerts.map((a) => [
+          labelBadges(a.labels), health(a.state),
+          a.activeAt ? el('span', {title: a.activeAt}, `${a.activeAt.replace('T', ' ').replace(/\.\d+/, '')} (${ago(Date.parse(a.activeAt))})`) : '',
+          String(a.value), annotationList(a.annotations) || '']), {class: 'grid active-alerts'}) : null)) :
+        [el('div', {class: 'empty'}, 'No alerting rule matches the filter.')]));
+    };
+    bar.append(filterInput('Filter by name, expression or label', (v) => { text = v; draw(); }),
+      STATES.map((s) => el('label', {}, el('input', {type: 'checkbox', checked: true, 'data-state': s,
+        onchange: (e) => { if (e.target.checked) states.add(s); else states.delete(s); draw(); }}),
+      ' ', el('span', {class: `health ${s}`}, `${s} (${counts[s]})`))));
+    box.append(list);
+    draw();
   });
 }
 
