@@ -609,6 +609,7 @@ async fn web_ui_in_chromium() {
 
     explain_tab(&b, &http, &base).await;
     findings(&b, &http, &base).await;
+    rules_and_alerts(&b, &http, &base).await;
 
     b.c.close().await.unwrap();
     server.terminate();
@@ -786,6 +787,108 @@ async fn findings(b: &Browser, http: &reqwest::Client, base: &str) {
     assert_eq!(marked, json!(["gen", "prompt", "running"]));
     b.screenshot("fleet-findings").await;
     b.assert_no_console_errors("fleet findings").await;
+}
+
+/// The demo's vLLM rule pack on the rules page (groups, rules with health and last
+/// evaluation, the filter) and its alerting rules on the alerts page, as the API lists them.
+async fn rules_and_alerts(b: &Browser, http: &reqwest::Client, base: &str) {
+    let api: Value = http
+        .get(format!("{base}/api/v1/rules"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .map(|t| serde_json::from_str(&t).unwrap())
+        .unwrap();
+    let groups = api["data"]["groups"].as_array().unwrap();
+    assert!(!groups.is_empty(), "{api}");
+    let rule = "instance_model_name:vllm_generation_tokens:rate5m";
+    b.c.goto(&format!("{base}/rules")).await.unwrap();
+    b.wait_js(
+        "return document.querySelector('details[data-group=\"vllm-throughput\"]') !== null",
+        "the demo's rule groups",
+    )
+    .await;
+    let shown = b
+        .js("return [...document.querySelectorAll('details[data-group]')].map(d => d.dataset.group)")
+        .await;
+    let want: Vec<&str> = groups.iter().map(|g| g["name"].as_str().unwrap()).collect();
+    assert_eq!(shown, json!(want));
+    let row = b
+        .js(&format!(
+            "return document.querySelector('[data-rule=\"{rule}\"]').closest('tr').innerText"
+        ))
+        .await;
+    let row = row.as_str().unwrap();
+    assert!(row.contains(&format!("record: {rule}")), "{row}");
+    assert!(
+        ["OK", "UNKNOWN", "ERR"].iter().any(|h| row.contains(h)),
+        "no health in {row}"
+    );
+    b.screenshot("rules").await;
+    // the filter keeps the rules that match, in their groups
+    b.c.find(Locator::Css("input.filter"))
+        .await
+        .unwrap()
+        .send_keys("kv_cache")
+        .await
+        .unwrap();
+    let names = b
+        .js("return [...document.querySelectorAll('[data-rule]')].map(r => r.dataset.rule)")
+        .await;
+    let names: Vec<String> = serde_json::from_value(names).unwrap();
+    assert!(!names.is_empty() && names.len() < 20, "{names:?}");
+    for g in groups {
+        for r in g["rules"].as_array().unwrap() {
+            let n = r["name"].as_str().unwrap();
+            let q = r["query"].as_str().unwrap();
+            let hit = format!("{n}\n{q}").to_lowercase().contains("kv_cache")
+                || r["labels"].to_string().contains("kv_cache")
+                || r["annotations"]
+                    .to_string()
+                    .to_lowercase()
+                    .contains("kv_cache");
+            if n.contains("kv_cache") {
+                assert!(names.iter().any(|x| x == n), "{n} filtered out: {names:?}");
+            }
+            if !hit && !g["name"].as_str().unwrap().contains("kv_cache") {
+                assert!(!names.iter().any(|x| x == n), "{n} kept: {names:?}");
+            }
+        }
+    }
+    b.assert_no_console_errors("rules").await;
+
+    b.c.goto(&format!("{base}/alerts")).await.unwrap();
+    b.wait_js(
+        "return document.querySelector('details[data-alert=VllmKvCachePressure]') !== null",
+        "the demo's alerting rules",
+    )
+    .await;
+    let alerting: Vec<&Value> = groups
+        .iter()
+        .flat_map(|g| g["rules"].as_array().unwrap())
+        .filter(|r| r["type"] == "alerting")
+        .collect();
+    let listed = b
+        .js("return document.querySelectorAll('details[data-alert]').length")
+        .await;
+    assert_eq!(listed, json!(alerting.len()));
+    let kv = alerting
+        .iter()
+        .find(|r| r["name"] == "VllmKvCachePressure")
+        .unwrap();
+    let text = b
+        .js("return document.querySelector('details[data-alert=VllmKvCachePressure]').textContent")
+        .await;
+    let text = text.as_str().unwrap();
+    for (k, v) in kv["annotations"].as_object().unwrap() {
+        assert!(text.contains(k.as_str()), "{k} not in {text}");
+        let v = v.as_str().unwrap();
+        assert!(text.contains(v), "{v} not in {text}");
+    }
+    b.screenshot("alerts").await;
+    b.assert_no_console_errors("alerts").await;
 }
 
 /// Every page under `--web.route-prefix /prom` and `--web.external-url .../prom`: no console

@@ -97,7 +97,7 @@ function evaluated(x) {
 /** Annotations as 'name: value' lines. */
 function annotationList(a) {
   const es = Object.entries(a || {});
-  return es.length ? el('dl', {class: 'annotations'}, es.map(([k, v]) => [el('dt', {}, k), el('dd', {}, v)])) : null;
+  return es.length ? el('dl', {class: 'annotations'}, es.flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, v)])) : null;
 }
 
 /** A duration in seconds as Prometheus writes it ('10m'), for `for` and `keep_firing_for`. */
@@ -139,18 +139,18 @@ function rules(main) {
     const draw = () => {
       const nodes = [];
       for (const g of data.groups) {
-        const shown = g.rules.filter((r) => (!unhealthy || (r.health && r.health !== 'ok')) && (!text || ruleText(g, r).includes(text)));
+        const shown = g.rules.filter((r) => (!unhealthy || r.health === 'err') && (!text || ruleText(g, r).includes(text)));
         if (!shown.length) continue;
-        const bad = g.rules.filter((r) => r.health && r.health !== 'ok').length;
+        const bad = g.rules.filter((r) => r.health === 'err').length;
         nodes.push(el('details', {class: 'pool', open: true, 'data-group': g.name},
           el('summary', {}, el('span', {class: 'pool-name'}, g.name),
-            ` ${g.file || ''} · every ${secs(g.interval)} · ${g.rules.length} rules${bad ? `, ${bad} unhealthy` : ''} · ${evaluated(g)}`),
+            ` ${g.file || ''} · every ${secs(g.interval)} · ${g.rules.length} rules${bad ? `, ${bad} failing` : ''} · ${evaluated(g)}`),
           ruleTable(shown)));
       }
       box.replaceChildren(...(nodes.length ? nodes : [el('div', {class: 'empty'}, 'No rule matches the filter.')]));
     };
     bar.append(filterInput('Filter by name, expression, label or group', (v) => { text = v; draw(); }),
-      el('label', {}, el('input', {type: 'checkbox', onchange: (e) => { unhealthy = e.target.checked; draw(); }}), ' unhealthy only'));
+      el('label', {}, el('input', {type: 'checkbox', onchange: (e) => { unhealthy = e.target.checked; draw(); }}), ' failing only'));
     draw();
   });
 }
@@ -193,7 +193,7 @@ function alerts(main) {
         [el('div', {class: 'empty'}, 'No alerting rule matches the filter.')]));
     };
     bar.append(filterInput('Filter by name, expression or label', (v) => { text = v; draw(); }),
-      STATES.map((s) => el('label', {}, el('input', {type: 'checkbox', checked: true, 'data-state': s,
+      ...STATES.map((s) => el('label', {}, el('input', {type: 'checkbox', checked: true, 'data-state': s,
         onchange: (e) => { if (e.target.checked) states.add(s); else states.delete(s); draw(); }}),
       ' ', el('span', {class: `health ${s}`}, `${s} (${counts[s]})`))));
     box.append(list);
