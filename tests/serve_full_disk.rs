@@ -135,6 +135,14 @@ fn fill(dir: &Path) -> PathBuf {
 }
 
 /// A run of two or more empty WAL segments, if any.
+/// Appends to the filler until a write fails again.
+fn top_up(filler: &Path) {
+    if let Ok(mut f) = fs::OpenOptions::new().append(true).open(filler) {
+        let block = vec![0x5au8; 4096];
+        while f.write_all(&block).is_ok() {}
+    }
+}
+
 fn empty_segment_runs(data: &Path) -> Vec<String> {
     let mut segs: Vec<(String, u64)> = fs::read_dir(data.join("wal"))
         .unwrap()
@@ -295,7 +303,9 @@ fn episode(
     });
     during();
     let filler = fill(&s.mnt);
+    // space freed meanwhile (a compaction deleting its inputs) is taken again
     wait(20, "the WAL to refuse writes", || {
+        top_up(&filler);
         c.metric(&base, "inferdb_tsdb_wal_writable") == Some(0.0)
     });
     let refused_from = now_ms();

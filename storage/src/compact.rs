@@ -21,9 +21,11 @@ use crate::labels::Labels;
 use crate::tombstones::Intervals;
 
 /// Two hours, the base block range.
+#[cfg(any(test, feature = "fuzzing"))]
 pub const BASE_RANGE_MS: i64 = 2 * 3600 * 1000;
 
 /// The default compaction ranges: 2 h, 6 h, 18 h, 54 h, 162 h.
+#[cfg(any(test, feature = "fuzzing"))]
 pub fn default_ranges() -> Vec<i64> {
     (0..5).map(|i| BASE_RANGE_MS * 3i64.pow(i)).collect()
 }
@@ -45,6 +47,7 @@ pub fn ranges(min_block_ms: i64, retention_ms: Option<i64>) -> Vec<i64> {
 }
 
 /// Groups of block ids to compact with the default ranges (see [`plan_with_ranges`]).
+#[cfg(any(test, feature = "fuzzing"))]
 pub fn plan(metas: &[BlockMeta]) -> Vec<Vec<String>> {
     plan_with_ranges(metas, &default_ranges())
 }
