@@ -52,6 +52,21 @@ pub struct EngineOptions {
     /// Metric renames bridged at query time (a selector of a new name also reads the old
     /// names' series); `None` answers exactly as Prometheus does.
     pub metric_aliases: Option<Arc<MetricAliases>>,
+    /// How range queries are evaluated (column-wise where possible by default).
+    pub range_evaluation: RangeEvaluation,
+}
+
+/// How the engine evaluates a range query. Both give bit-identical results (promqltest runs
+/// through both); the choice exists to compare them and to measure one against the other.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum RangeEvaluation {
+    /// Column-wise over blocks of steps where the expression allows it (range functions over
+    /// selectors, simple aggregations, one-to-one binary operators, `histogram_quantile`),
+    /// step by step otherwise.
+    #[default]
+    Auto,
+    /// Every range query step by step, as an instant query at each step.
+    StepWise,
 }
 
 impl Default for EngineOptions {
@@ -62,6 +77,7 @@ impl Default for EngineOptions {
             timeout: Duration::from_secs(120),
             default_subquery_step_ms: 60_000,
             metric_aliases: None,
+            range_evaluation: RangeEvaluation::Auto,
         }
     }
 }

@@ -16,6 +16,6 @@ pub mod storage;
 pub mod value;
 
 pub use aliases::MetricAliases;
-pub use engine::{Engine, EngineOptions, QueryError, QueryResult, QueryTimings};
+pub use engine::{Engine, EngineOptions, QueryError, QueryResult, QueryTimings, RangeEvaluation};
 pub use parser::parse;
 pub use value::Value;

@@ -4,7 +4,9 @@
 //! `INFERDB_PROMQLTEST_DIR`; skipped with a message when neither exists, failed instead under
 //! `INFERDB_REQUIRE_CONFORMANCE=1`), runs every eval case against the engine over an in-memory
 //! store, prints `file: P passed, F failed, S skipped` per file and ends with
-//! `promqltest core: P passed, F failed, S skipped`. Cases listed in
+//! `promqltest core: P passed, F failed, S skipped`; before the per-file lines, one line
+//! `promqltest step-wise: P passed, F failed, S skipped` for the whole suite run with
+//! [`RangeEvaluation::StepWise`] (no column-wise range evaluation). Cases listed in
 //! `tests/promqltest-skip.txt` (`file:line reason`) are skipped; the process fails when fewer
 //! cases pass than `tests/promqltest-ratchet.txt` says. `--verbose` or `PROMQLTEST_VERBOSE=1`
 //! prints every failure; `PROMQLTEST_FILE=name` runs one file, `PROMQLTEST_LINE=n` one case.
@@ -19,7 +21,7 @@ use std::path::PathBuf;
 
 use inferdb_query::ast::{AtModifier, Expr, ExprKind};
 use inferdb_query::storage::MemStorage;
-use inferdb_query::{Engine, EngineOptions, QueryError, QueryResult, Value};
+use inferdb_query::{Engine, EngineOptions, QueryError, QueryResult, RangeEvaluation, Value};
 use inferdb_storage::{stale_nan, Labels};
 use regex::Regex;
 
@@ -1098,129 +1100,184 @@ fn main() {
         lookback_delta_ms: 5 * 60 * 1000,
         ..Default::default()
     };
-    let (mut tp, mut tf, mut ts) = (0usize, 0usize, 0usize);
-    for file in CORE {
-        if only_file
-            .as_deref()
-            .is_some_and(|f| f.trim_end_matches(".test") != file)
-        {
-            continue;
-        }
-        let path = dir.join(format!("{file}.test"));
-        let content = match std::fs::read_to_string(&path) {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("cannot read {}: {e}", path.display());
-                std::process::exit(2);
+    let ctx = Suite {
+        dir,
+        skips,
+        only_file,
+        only_line,
+        list_nh,
+        verbose,
+    };
+    if list_nh {
+        ctx.run(&opts, None);
+        return;
+    }
+    // The step-wise evaluator alone first (every range query step by step), then the default
+    // engine, which evaluates range queries column-wise where it can.
+    let step_opts = EngineOptions {
+        range_evaluation: RangeEvaluation::StepWise,
+        ..opts.clone()
+    };
+    let (sp, sf, ss) = ctx.run(&step_opts, Some("step-wise"));
+    println!("promqltest step-wise: {sp} passed, {sf} failed, {ss} skipped");
+    let (tp, tf, ts) = ctx.run(&opts, None);
+    println!("promqltest core: {tp} passed, {tf} failed, {ts} skipped");
+    if ctx.only_file.is_none() && ctx.only_line.is_none() && tp.min(sp) < ratchet {
+        eprintln!("pass count {} is below the ratchet {ratchet}", tp.min(sp));
+        std::process::exit(1);
+    }
+}
+
+/// The suite's settings from the command line and the skip list.
+struct Suite {
+    dir: PathBuf,
+    skips: HashSet<(String, usize)>,
+    only_file: Option<String>,
+    only_line: Option<usize>,
+    list_nh: bool,
+    verbose: bool,
+}
+
+impl Suite {
+    /// Runs every core file with an engine of `opts`; returns passed, failed, skipped. With a
+    /// `tag`, per-file lines are not printed and failures (with `--verbose`) carry the tag.
+    fn run(&self, opts: &EngineOptions, tag: Option<&str>) -> (usize, usize, usize) {
+        let Suite {
+            dir,
+            skips,
+            only_file,
+            only_line,
+            list_nh,
+            verbose,
+        } = self;
+        let (list_nh, verbose, only_line) = (*list_nh, *verbose, *only_line);
+        let (mut tp, mut tf, mut ts) = (0usize, 0usize, 0usize);
+        for file in CORE {
+            if only_file
+                .as_deref()
+                .is_some_and(|f| f.trim_end_matches(".test") != file)
+            {
+                continue;
             }
-        };
-        let cmds = match parse_file(&content) {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("{file}: cannot parse test file: {e}");
-                std::process::exit(2);
-            }
-        };
-        let mut runner = Runner {
-            engine: Engine::new(opts.clone()),
-            storage: MemStorage::new(),
-        };
-        let (mut p, mut f, mut s) = (0usize, 0usize, 0usize);
-        // Names of native-histogram series loaded since the last clear (for --list-nh).
-        let mut nh_names: HashSet<String> = HashSet::new();
-        for cmd in &cmds {
-            match cmd {
-                Cmd::Clear => {
-                    runner.storage = MemStorage::new();
-                    nh_names.clear();
+            let path = dir.join(format!("{file}.test"));
+            let content = match std::fs::read_to_string(&path) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("cannot read {}: {e}", path.display());
+                    std::process::exit(2);
                 }
-                Cmd::Load {
-                    interval,
-                    nhcb,
-                    series,
-                } => {
-                    for (l, vals) in series.iter() {
-                        let name = l.metric_name().unwrap_or("").to_string();
-                        if vals.iter().any(|v| matches!(v, SeqVal::Histogram)) {
-                            nh_names.insert(name.clone());
+            };
+            let cmds = match parse_file(&content) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("{file}: cannot parse test file: {e}");
+                    std::process::exit(2);
+                }
+            };
+            let mut runner = Runner {
+                engine: Engine::new(opts.clone()),
+                storage: MemStorage::new(),
+            };
+            let (mut p, mut f, mut s) = (0usize, 0usize, 0usize);
+            // Names of native-histogram series loaded since the last clear (for --list-nh).
+            let mut nh_names: HashSet<String> = HashSet::new();
+            for cmd in &cmds {
+                match cmd {
+                    Cmd::Clear => {
+                        runner.storage = MemStorage::new();
+                        nh_names.clear();
+                    }
+                    Cmd::Load {
+                        interval,
+                        nhcb,
+                        series,
+                    } => {
+                        for (l, vals) in series.iter() {
+                            let name = l.metric_name().unwrap_or("").to_string();
+                            if vals.iter().any(|v| matches!(v, SeqVal::Histogram)) {
+                                nh_names.insert(name.clone());
+                            }
+                            if *nhcb {
+                                for suffix in ["_bucket", "_sum", "_count"] {
+                                    if let Some(base) = name.strip_suffix(suffix) {
+                                        nh_names.insert(base.to_string());
+                                    }
+                                }
+                            }
                         }
-                        if *nhcb {
-                            for suffix in ["_bucket", "_sum", "_count"] {
-                                if let Some(base) = name.strip_suffix(suffix) {
-                                    nh_names.insert(base.to_string());
+                        load(&mut runner.storage, *interval, series)
+                    }
+                    Cmd::Eval(c) if list_nh => {
+                        let mut reasons = Vec::new();
+                        if c.has_histograms {
+                            reasons.push("expects native histogram results".to_string());
+                        }
+                        let mut names: Vec<&String> = nh_names
+                            .iter()
+                            .filter(|n| {
+                                Regex::new(&format!(
+                                    r"(^|[^a-zA-Z0-9_:]){}($|[^a-zA-Z0-9_:])",
+                                    regex::escape(n)
+                                ))
+                                .map(|r| r.is_match(&c.expr))
+                                .unwrap_or(false)
+                            })
+                            .collect();
+                        names.sort();
+                        if !names.is_empty() {
+                            reasons.push(format!(
+                                "selects native histogram series {}",
+                                names
+                                    .iter()
+                                    .map(|s| s.as_str())
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            ));
+                        }
+                        if !reasons.is_empty() {
+                            println!(
+                                "{file}.test:{} needs native histograms: {}",
+                                c.line,
+                                reasons.join("; ")
+                            );
+                        }
+                    }
+                    Cmd::Eval(c) => {
+                        if only_line.is_some_and(|l| l != c.line) {
+                            continue;
+                        }
+                        if skips.contains(&(file.to_string(), c.line)) {
+                            s += 1;
+                            continue;
+                        }
+                        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            runner.run_eval(c)
+                        }))
+                        .unwrap_or_else(|_| Err("panic".into()));
+                        match r {
+                            Ok(()) => p += 1,
+                            Err(e) => {
+                                f += 1;
+                                if verbose {
+                                    println!(
+                                        "FAIL{} {file}.test:{} {}\n    {e}",
+                                        tag.map(|t| format!(" ({t})")).unwrap_or_default(),
+                                        c.line,
+                                        c.expr
+                                    );
                                 }
                             }
                         }
                     }
-                    load(&mut runner.storage, *interval, series)
-                }
-                Cmd::Eval(c) if list_nh => {
-                    let mut reasons = Vec::new();
-                    if c.has_histograms {
-                        reasons.push("expects native histogram results".to_string());
-                    }
-                    let mut names: Vec<&String> = nh_names
-                        .iter()
-                        .filter(|n| {
-                            Regex::new(&format!(
-                                r"(^|[^a-zA-Z0-9_:]){}($|[^a-zA-Z0-9_:])",
-                                regex::escape(n)
-                            ))
-                            .map(|r| r.is_match(&c.expr))
-                            .unwrap_or(false)
-                        })
-                        .collect();
-                    names.sort();
-                    if !names.is_empty() {
-                        reasons.push(format!(
-                            "selects native histogram series {}",
-                            names
-                                .iter()
-                                .map(|s| s.as_str())
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ));
-                    }
-                    if !reasons.is_empty() {
-                        println!(
-                            "{file}.test:{} needs native histograms: {}",
-                            c.line,
-                            reasons.join("; ")
-                        );
-                    }
-                }
-                Cmd::Eval(c) => {
-                    if only_line.is_some_and(|l| l != c.line) {
-                        continue;
-                    }
-                    if skips.contains(&(file.to_string(), c.line)) {
-                        s += 1;
-                        continue;
-                    }
-                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        runner.run_eval(c)
-                    }))
-                    .unwrap_or_else(|_| Err("panic".into()));
-                    match r {
-                        Ok(()) => p += 1,
-                        Err(e) => {
-                            f += 1;
-                            if verbose {
-                                println!("FAIL {file}.test:{} {}\n    {e}", c.line, c.expr);
-                            }
-                        }
-                    }
                 }
             }
+            if tag.is_none() {
+                println!("{file}: {p} passed, {f} failed, {s} skipped");
+            }
+            tp += p;
+            tf += f;
+            ts += s;
         }
-        println!("{file}: {p} passed, {f} failed, {s} skipped");
-        tp += p;
-        tf += f;
-        ts += s;
-    }
-    println!("promqltest core: {tp} passed, {tf} failed, {ts} skipped");
-    if only_file.is_none() && only_line.is_none() && tp < ratchet {
-        eprintln!("pass count {tp} is below the ratchet {ratchet}");
-        std::process::exit(1);
+        (tp, tf, ts)
     }
 }

@@ -32,6 +32,7 @@ use crate::ast::{
     AggregateExpr, AggregateOp, BinaryExpr, Call, Cardinality, Expr, ExprKind, MatrixSelector,
     UnaryOp, VectorMatching, VectorSelector,
 };
+use crate::engine::RangeEvaluation;
 use crate::parser::go_quote;
 use crate::value::{fmt_g, Annotation, AnnotationKind, FPoint};
 
@@ -162,8 +163,7 @@ pub(crate) fn try_range(
     from: i64,
     to: i64,
 ) -> EvalResult<Option<Matrix>> {
-    #[cfg(test)]
-    if tests::DISABLED.load(std::sync::atomic::Ordering::Relaxed) {
+    if ev.opts.range_evaluation == RangeEvaluation::StepWise {
         return Ok(None);
     }
     if ev.interval <= 0 || to < from || !supported(expr) {
@@ -779,16 +779,14 @@ impl Block<'_, '_> {
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::atomic::{AtomicUsize, Ordering};
 
     use inferdb_storage::{stale_nan, Labels};
 
     use crate::storage::MemStorage;
-    use crate::{Engine, EngineOptions, QueryResult, Value};
+    use crate::{Engine, EngineOptions, QueryResult, RangeEvaluation, Value};
 
-    /// Turns the column-wise evaluation off (for comparing it with the per-step one).
-    pub(crate) static DISABLED: AtomicBool = AtomicBool::new(false);
-    /// Serializes the tests that switch the column-wise evaluation off.
+    /// Serializes the tests that count column-wise evaluations.
     static SWITCH: std::sync::Mutex<()> = std::sync::Mutex::new(());
     /// How many range evaluations were done column-wise.
     pub(crate) static USED: AtomicUsize = AtomicUsize::new(0);
@@ -835,10 +833,18 @@ pub(crate) mod tests {
     }
 
     fn run(e: &Engine, s: &MemStorage, q: &str, columns: bool) -> Result<QueryResult, String> {
-        DISABLED.store(!columns, Ordering::Relaxed);
-        let r = e.range(s, q, 1_000_000_000, 1_000_000_000 + 6_500_000, 15_000);
-        DISABLED.store(false, Ordering::Relaxed);
-        r.map_err(|e| e.to_string())
+        let step_wise;
+        let e = if columns {
+            e
+        } else {
+            step_wise = Engine::new(EngineOptions {
+                range_evaluation: RangeEvaluation::StepWise,
+                ..e.options().clone()
+            });
+            &step_wise
+        };
+        e.range(s, q, 1_000_000_000, 1_000_000_000 + 6_500_000, 15_000)
+            .map_err(|e| e.to_string())
     }
 
     #[test]
