@@ -346,6 +346,7 @@ pub fn drop_deleted<'a>(
 
 /// The fuzz target's body: decodes `data`; what decodes must survive an encode and decode
 /// unchanged. Returns the number of series decoded.
+#[cfg(any(test, feature = "fuzzing"))]
 pub fn fuzz_decode(data: &[u8]) -> usize {
     match Tombstones::decode(data) {
         Ok(t) => {
