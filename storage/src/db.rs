@@ -170,6 +170,8 @@ struct FaultCounters {
     head_truncations_failed: AtomicU64,
     /// Maintenance is failing now (logged once per change).
     maintenance_failing: AtomicBool,
+    /// The last compaction failed (logged once per change).
+    compaction_failing: AtomicBool,
 }
 
 /// An appender's reusable buffers: pending samples and their series.
@@ -1107,9 +1109,17 @@ impl DbInner {
                     duration: started.elapsed(),
                     ok: false,
                 });
-                tracing::error!(sources = ?group, error = %e, "compaction failed");
+                if self.faults.compaction_failing.swap(true, Ordering::Relaxed) {
+                    tracing::debug!(sources = ?group, error = %e, "compaction failed again");
+                } else {
+                    tracing::error!(sources = ?group, error = %e,
+                        "compaction failed; retried every maintenance interval");
+                }
             })?;
             self.faults.compactions.fetch_add(1, Ordering::Relaxed);
+            if self.faults.compaction_failing.swap(false, Ordering::Relaxed) {
+                tracing::warn!("compaction succeeds again");
+            }
             let out = Arc::new(Block::open(&self.dir.join(&meta.id))?);
             self.emit(&Event::Compaction {
                 duration: started.elapsed(),
