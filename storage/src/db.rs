@@ -1117,7 +1117,11 @@ impl DbInner {
                 }
             })?;
             self.faults.compactions.fetch_add(1, Ordering::Relaxed);
-            if self.faults.compaction_failing.swap(false, Ordering::Relaxed) {
+            if self
+                .faults
+                .compaction_failing
+                .swap(false, Ordering::Relaxed)
+            {
                 tracing::warn!("compaction succeeds again");
             }
             let out = Arc::new(Block::open(&self.dir.join(&meta.id))?);
