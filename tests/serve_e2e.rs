@@ -474,8 +474,10 @@ async fn serve_scrapes_good_and_bad_targets() {
                 .await;
             assert_eq!(r.len(), 1, "{r:?}");
             let got = num(&r[0]["value"][1]);
+            // within 5 %: rate() extrapolates from the window's start by up to 1.1 average
+            // intervals, and under load the scrape intervals are uneven (2.9 % seen in CI)
             assert!(
-                (got - true_rate).abs() <= 0.02 * true_rate,
+                (got - true_rate).abs() <= 0.05 * true_rate,
                 "rate {got} vs simulated {true_rate}"
             );
             // short windows across the restart: never negative, never the jump a missed
