@@ -1,7 +1,9 @@
 //! inferdb's PromQL engine: a nom parser producing a typed AST, a pretty-printer, and an
 //! evaluator with Prometheus 3 semantics over a small storage trait.
 
-#![warn(missing_docs)]
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+#![deny(clippy::unwrap_used)]
 
 pub mod aliases;
 pub mod ast;
