@@ -189,6 +189,7 @@ pub struct Db {
     bg: Option<Background>,
 }
 
+#[allow(unsafe_code)] // flock(2) through libc
 fn lock_dir(dir: &Path) -> Result<File> {
     use std::os::unix::io::AsRawFd;
     let path = dir.join("lock");

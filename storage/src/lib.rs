@@ -43,10 +43,13 @@
 //! head, compacts them and applies retention. [`Options::read_only`] opens beside a running
 //! writer for reading.
 
-#![warn(missing_docs)]
+#![deny(missing_docs)]
+#![deny(unsafe_code)]
+#![deny(clippy::unwrap_used, clippy::undocumented_unsafe_blocks)]
 
 pub mod block;
 pub mod chunk;
+#[allow(unsafe_code)] // block chunk segments are memory-mapped
 mod chunkfile;
 mod compact;
 pub mod db;

@@ -55,8 +55,10 @@ pub(crate) mod bitstream;
 pub(crate) mod int;
 pub(crate) mod xor;
 
+#[allow(unsafe_code)] // decoders compiled for lzcnt/BMI2, called after a CPU check
 mod bulk;
 mod cost;
+#[allow(unsafe_code)] // decoders compiled for lzcnt/BMI2 and AVX, called after a CPU check
 mod decoders;
 mod encoder;
 #[cfg(any(test, feature = "fuzzing"))]

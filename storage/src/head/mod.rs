@@ -11,6 +11,7 @@
 //! Chunks are cut at [`MAX_SAMPLES_PER_CHUNK`] samples and at multiples of the chunk range (the
 //! block duration), so a block cut never splits a chunk.
 
+#[allow(unsafe_code)] // chunks written into and read from shared memory maps
 pub mod arena;
 pub mod labels_buf;
 mod postings;
@@ -267,6 +268,7 @@ pub struct Head {
 
 /// Asks the CPU to load the cache line at `p` (a hint: any address is allowed).
 #[inline(always)]
+#[allow(unsafe_code)] // the prefetch intrinsic is `unsafe` though it cannot fault
 fn prefetch(p: *const u8) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: prefetching is only a hint; any address is allowed.
@@ -539,12 +541,7 @@ impl Head {
             // keep a few series ahead and prefetch them: the series are cold for big commits
             while ahead.len() < 5 {
                 let Some(m) = it.next() else { break };
-                #[cfg(target_arch = "x86_64")]
-                // SAFETY: prefetching is only a hint; any address is allowed.
-                unsafe {
-                    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-                    _mm_prefetch::<_MM_HINT_T0>(Arc::as_ptr(&m) as *const i8);
-                }
+                prefetch(Arc::as_ptr(&m) as *const u8);
                 ahead.push_back(m);
             }
             ahead.pop_front()

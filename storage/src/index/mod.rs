@@ -3,6 +3,7 @@
 //! `memmap2` by [`reader::IndexReader`] with every access bounds-checked and every section
 //! checksummed (crc32). The byte layout is described in `storage/FORMAT.md`.
 
+#[allow(unsafe_code)] // the index file is memory-mapped
 pub mod reader;
 pub mod writer;
 
