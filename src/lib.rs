@@ -5,7 +5,9 @@
 //! scraper ([`scrape`]), the built-in vLLM simulator ([`sim`]), the GPU sampler ([`gpu`]),
 //! the HTTP API and the command line.
 
-#![warn(missing_docs)]
+#![deny(missing_docs)]
+#![deny(unsafe_code)]
+#![deny(clippy::unwrap_used, clippy::undocumented_unsafe_blocks)]
 
 pub mod api;
 pub mod build_info;

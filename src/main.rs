@@ -1,5 +1,8 @@
 //! The `inferdb` binary: parses the command line and runs one command.
 
+#![forbid(unsafe_code)]
+#![deny(clippy::unwrap_used)]
+
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};

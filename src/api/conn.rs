@@ -86,6 +86,7 @@ pub fn connection_cap(requested: usize) -> usize {
 }
 
 #[cfg(unix)]
+#[allow(unsafe_code)] // getrlimit/setrlimit through libc
 fn raise_nofile_limit() -> Option<u64> {
     let mut lim = libc::rlimit {
         rlim_cur: 0,

@@ -10,6 +10,7 @@
 //! Names, types and units follow dcgm-exporter's default counters (see the DCGM catalog):
 //! MHz, °C, W (NVML milliwatts / 1000), mJ, %, MiB (bytes / 1048576), bytes/s for PCIe.
 
+#[allow(unsafe_code)] // NVML's C API through nvml-wrapper(-sys)
 pub mod nvml;
 
 use std::collections::BTreeMap;

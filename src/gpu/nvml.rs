@@ -33,8 +33,8 @@ pub struct NvmlSampler {
     last_xid: HashMap<u32, u64>,
 }
 
-// The NVML handles are thread-safe (NVML is documented thread-safe); the sampler is used
-// behind a mutex.
+// SAFETY: the NVML handles are thread-safe (NVML is documented thread-safe), so moving them
+// to another thread is sound; the sampler is used behind a mutex.
 unsafe impl Send for NvmlSampler {}
 
 fn xid_message(code: u64) -> &'static str {

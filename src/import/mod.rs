@@ -235,6 +235,7 @@ const RELEASE_STEP: usize = 64 << 20;
 /// Drops the mapped pages of `map[from..to]` from this process (they are read again from the
 /// file, unchanged, if touched later), so that the resident memory of an import does not grow
 /// with the size of its input.
+#[allow(unsafe_code)] // madvise(MADV_DONTNEED) on the input's map
 fn release(map: &memmap2::Mmap, from: usize, to: usize) {
     #[cfg(unix)]
     if to > from {
@@ -445,6 +446,7 @@ fn parse_line<'m>(
 /// through [`crate::model::exposition::Parser`] with its family's `# TYPE` line, which
 /// gives the sample or the error. `# EOF` and what may follow it are checked here as the
 /// parser does.
+#[allow(unsafe_code)] // the input files are memory-mapped
 fn parse_all(files: &[PathBuf], opts: &ImportOptions, spill: Spill) -> Result<Parsed, ImportError> {
     let spill_dir = spill.dir().to_path_buf();
     let mut pass = Pass {

@@ -100,6 +100,7 @@ pub fn expand(
 }
 
 /// Runs a parsed template with the expansion's context set for its functions.
+#[allow(unsafe_code)] // the query closure's lifetime erased for gtmpl's function pointers
 fn render(
     t: &Template,
     name: &str,
@@ -901,6 +902,7 @@ fn sample_value(labels: &[(String, String)], v: f64) -> Value {
     Value::Object(m)
 }
 
+#[allow(unsafe_code)] // reads the closure `render` set for this call
 fn query_fn(args: &[Value]) -> Result<Value, FuncError> {
     let q = arg_str(args, 0)?;
     let ptr = CTX.with(|s| s.borrow().as_ref().and_then(|c| c.query));
