@@ -637,6 +637,18 @@ pub fn write_db_metrics(out: &mut String, db: &inferdb_storage::Db) {
         "counter",
         &[(&[], st.wal_fsyncs_failed as f64)],
     );
+    if st.wal_compression != inferdb_storage::wal::Compression::None {
+        write_family(
+            out,
+            "prometheus_tsdb_wal_record_bytes_saved_total",
+            "Total number of bytes saved by the optional record compression. Use this metric to learn about the effectiveness compression.",
+            "counter",
+            &[(
+                &[("compression", st.wal_compression.name())],
+                st.wal_bytes_saved as f64,
+            )],
+        );
+    }
     write_family(
         out,
         "prometheus_tsdb_wal_segment_current",

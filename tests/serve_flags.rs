@@ -1,7 +1,8 @@
 //! `inferdb serve`'s Prometheus flags do what Prometheus does with them, and the rest are
 //! refused: log level and format (Prometheus 3's keys, no colour, one line per event),
 //! `--web.listen-address :PORT`, `--web.external-url`/`--web.route-prefix`, `--enable-feature`,
-//! refused flags, reload failures logged.
+//! `--storage.tsdb.wal-compression[-type]` (the WAL's record format), refused flags, reload
+//! failures logged.
 
 mod common;
 
@@ -203,8 +204,17 @@ fn refused(args: &[&str], needles: &[&str]) {
 #[test]
 fn flags_inferdb_cannot_honour_are_refused() {
     refused(
-        &["--storage.tsdb.wal-compression"],
-        &["--storage.tsdb.wal-compression", "not compressed"],
+        &["--storage.tsdb.wal-compression-type=lz4"],
+        &[
+            "--storage.tsdb.wal-compression-type",
+            "lz4",
+            "snappy",
+            "zstd",
+        ],
+    );
+    refused(
+        &["--storage.tsdb.wal-compression=maybe"],
+        &["--storage.tsdb.wal-compression", "maybe"],
     );
     refused(&["--web.console.templates=consoles"], &["console"]);
     refused(&["--storage.tsdb.no-such-flag=1"], &["no-such-flag"]);
@@ -285,5 +295,141 @@ fn version_and_buildinfo_say_which_build() {
         .unwrap()
         .trim();
     assert_eq!(declared, d["version"].as_str().unwrap());
+    p.terminate();
+}
+
+/// The compression bits of the records in the newest WAL segment of `data`.
+fn newest_segment_bits(data: &Path) -> Vec<u8> {
+    use inferdb_storage::wal::{compress::TYPE_MASK, record};
+    let wal = data.join("wal");
+    let Some(seg) = std::fs::read_dir(&wal)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .filter(|n| n.len() == 8 && n.bytes().all(|b| b.is_ascii_digit()))
+                .max()
+        })
+        .ok()
+        .flatten()
+    else {
+        return Vec::new();
+    };
+    let bytes = std::fs::read(wal.join(seg)).unwrap_or_default();
+    // the segment being written may end in half a record: read the whole ones
+    record::Frames::new(&bytes)
+        .map_while(|f| f.ok())
+        .map(|(_, ty, _)| ty & !TYPE_MASK)
+        .collect()
+}
+
+#[test]
+fn wal_compression_flags_set_the_wal_record_format() {
+    use inferdb_storage::wal::compress::{SNAPPY_BIT, ZSTD_BIT};
+    let help = Command::new(BIN)
+        .args(["serve", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    for f in [
+        "--storage.tsdb.wal-compression[=<BOOL>]",
+        "--no-storage.tsdb.wal-compression",
+        "--storage.tsdb.wal-compression-type <TYPE>",
+    ] {
+        assert!(help.contains(f), "{f} not in serve --help:\n{help}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    // the server scrapes itself every second: hundreds of series, so records worth compressing
+    let cfg = dir.path().join("prometheus.yml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: self\n    \
+             static_configs:\n      - targets: ['127.0.0.1:{port}']\n"
+        ),
+    )
+    .unwrap();
+    let data = dir.path().join("data");
+    // a client per run: a pooled connection to the previous run's server would be dead
+    let scrapes = |client: &Client, base: &str| -> f64 {
+        let v = client.query(
+            base,
+            "/api/v1/query",
+            &[("query", "count_over_time(up{job=\"self\"}[1h])".to_string())],
+        );
+        v["data"]["result"][0]["value"][1]
+            .as_str()
+            .map_or(0.0, |s| s.parse().unwrap())
+    };
+    let runs: [(&[&str], u8, &str, &str); 4] = [
+        (&[], SNAPPY_BIT, "true", "snappy"),
+        (
+            &["--storage.tsdb.wal-compression-type=zstd"],
+            ZSTD_BIT,
+            "true",
+            "zstd",
+        ),
+        (&["--no-storage.tsdb.wal-compression"], 0, "false", "snappy"),
+        (
+            &[
+                "--storage.tsdb.wal-compression",
+                "--storage.tsdb.wal-compression-type",
+                "zstd",
+            ],
+            ZSTD_BIT,
+            "true",
+            "zstd",
+        ),
+    ];
+    let mut before = 0.0;
+    for (i, (args, want, flag, ty)) in runs.iter().enumerate() {
+        let mut all = vec!["--config.file", cfg.to_str().unwrap()];
+        all.extend_from_slice(args);
+        let (p, base) = start(dir.path(), &all, port, "/-/ready");
+        // what the earlier runs wrote (segments and checkpoints of other compressions) replayed
+        let client = Client::new();
+        let replayed = scrapes(&client, &base);
+        assert!(
+            replayed >= before,
+            "run {i}: {replayed} scrapes after restart, {before} before"
+        );
+        // wait for two scrapes of this run to reach the WAL
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while scrapes(&client, &base) < replayed + 2.0 {
+            assert!(Instant::now() < deadline, "run {i}: no scrapes");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let bits = newest_segment_bits(&data);
+        assert!(
+            bits.iter().all(|&b| b == 0 || b == *want),
+            "run {i} {args:?}: {bits:?}"
+        );
+        assert!(
+            *want == 0 || bits.iter().filter(|&&b| b == *want).count() >= 2,
+            "run {i} {args:?}: scrape records not compressed: {bits:?}"
+        );
+        let (_, body) = client.get(&format!("{base}/api/v1/status/flags"));
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(v["data"]["storage.tsdb.wal-compression"], *flag, "run {i}");
+        assert_eq!(
+            v["data"]["storage.tsdb.wal-compression-type"], *ty,
+            "run {i}"
+        );
+        let saved = client.metric(&base, "prometheus_tsdb_wal_record_bytes_saved_total");
+        if *want == 0 {
+            assert_eq!(saved, None, "run {i}");
+        } else {
+            assert!(saved.unwrap_or(0.0) > 0.0, "run {i}: {saved:?}");
+        }
+        before = scrapes(&client, &base);
+        if i % 2 == 0 {
+            p.terminate(); // a clean stop: a checkpoint in this run's compression
+        } else {
+            drop(p); // SIGKILL: the segments stay for the next replay
+        }
+    }
+    let (p, base) = start(dir.path(), &[], port, "/-/ready");
+    assert!(scrapes(&Client::new(), &base) >= before);
+    let log = std::fs::read_to_string(dir.path().join("inferdb.log")).unwrap();
+    assert!(!log.contains("damaged WAL span"), "{log}");
     p.terminate();
 }

@@ -66,13 +66,34 @@ pub struct ServeArgs {
     /// Unknown names are logged and ignored, as Prometheus does.
     #[arg(long = "enable-feature", value_name = "NAME[,NAME...]")]
     pub enable_feature: Vec<String>,
-    /// Prometheus' WAL compression. inferdb's WAL is not compressed: the flag is refused, and
-    /// --no-storage.tsdb.wal-compression (what inferdb does) is accepted.
-    #[arg(long = "storage.tsdb.wal-compression", hide = true)]
+    /// Compress the WAL's records (on by default, as Prometheus): each record stored
+    /// compressed when that makes it smaller. =false or --no-storage.tsdb.wal-compression
+    /// writes them plain. A WAL written either way, or switched between restarts, replays.
+    #[arg(
+        long = "storage.tsdb.wal-compression",
+        value_name = "BOOL",
+        num_args = 0..=1,
+        require_equals = true,
+        default_value = "true",
+        default_missing_value = "true",
+        action = clap::ArgAction::Set,
+        overrides_with = "no_wal_compression"
+    )]
     pub wal_compression: bool,
-    /// Write the WAL uncompressed (inferdb always does).
-    #[arg(long = "no-storage.tsdb.wal-compression")]
+    /// Write the WAL uncompressed (the same as --storage.tsdb.wal-compression=false).
+    #[arg(
+        long = "no-storage.tsdb.wal-compression",
+        overrides_with = "wal_compression"
+    )]
     pub no_wal_compression: bool,
+    /// The WAL compression algorithm, used when --storage.tsdb.wal-compression is on.
+    #[arg(
+        long = "storage.tsdb.wal-compression-type",
+        value_name = "TYPE",
+        default_value = "snappy",
+        value_parser = ["snappy", "zstd"]
+    )]
+    pub wal_compression_type: String,
     /// Scrape this URL (repeatable), without a configuration file.
     #[arg(long = "scrape", value_name = "URL")]
     pub scrape: Vec<String>,
@@ -497,6 +518,14 @@ impl ServeArgs {
             "storage.tsdb.retention.size".into(),
             self.retention_size.clone().unwrap_or_else(|| "0B".into()),
         );
+        flags.insert(
+            "storage.tsdb.wal-compression".into(),
+            (self.wal_compression() != inferdb_storage::wal::Compression::None).to_string(),
+        );
+        flags.insert(
+            "storage.tsdb.wal-compression-type".into(),
+            self.wal_compression_type.clone(),
+        );
         flags.insert("query.timeout".into(), self.query_timeout.clone());
         flags.insert(
             "query.max-samples".into(),
@@ -583,14 +612,18 @@ impl ServeArgs {
         })
     }
 
+    /// How the WAL is compressed, from the two WAL compression flags.
+    pub fn wal_compression(&self) -> inferdb_storage::wal::Compression {
+        use inferdb_storage::wal::Compression;
+        if !self.wal_compression || self.no_wal_compression {
+            return Compression::None;
+        }
+        // the parser admits only the names Compression knows
+        Compression::from_name(&self.wal_compression_type).unwrap_or(Compression::Snappy)
+    }
+
     /// Flags Prometheus has and inferdb refuses, with the reason.
     fn refuse_unsupported(&self) -> anyhow::Result<()> {
-        if self.wal_compression {
-            anyhow::bail!(
-                "--storage.tsdb.wal-compression: inferdb's WAL is not compressed; leave the flag \
-                 out (or give --no-storage.tsdb.wal-compression)"
-            );
-        }
         if !self.console.is_empty() {
             anyhow::bail!(
                 "--web.console.libraries/--web.console.templates: inferdb serves no console \
@@ -711,6 +744,7 @@ impl ServeArgs {
 
         let dir = self.data_dir.clone();
         let replay = progress.clone();
+        let wal_compression = self.wal_compression();
         let opening = tokio::task::spawn_blocking(move || {
             std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
             Db::open(
@@ -724,6 +758,7 @@ impl ServeArgs {
                         .clamp(Duration::from_secs(1), Duration::from_secs(30)),
                     replay_progress: Some(replay),
                     events: Some(crate::metrics::storage_event_hook()),
+                    wal_compression,
                     ..Options::default()
                 },
             )

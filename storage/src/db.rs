@@ -45,6 +45,10 @@ pub struct Options {
     pub read_only: bool,
     /// WAL segment size limit in bytes.
     pub wal_segment_bytes: u64,
+    /// How WAL records and checkpoints are compressed from now on (Prometheus'
+    /// `--storage.tsdb.wal-compression[-type]`); the WAL is read whatever it was written with.
+    /// Default none, as Prometheus' tsdb library (its server turns snappy on).
+    pub wal_compression: wal::Compression,
     /// Run the background thread (fsync, block cuts, compaction, retention).
     pub background: bool,
     /// How often the background thread checks for block cuts, compaction and retention.
@@ -65,6 +69,7 @@ impl Default for Options {
             block_duration_ms: 2 * 3600 * 1000,
             read_only: false,
             wal_segment_bytes: wal::DEFAULT_SEGMENT_BYTES,
+            wal_compression: wal::Compression::None,
             background: true,
             maintenance_interval: Duration::from_secs(30),
             replay_progress: None,
@@ -121,6 +126,10 @@ pub struct DbStats {
     pub wal_failing: bool,
     /// The WAL segment being written.
     pub wal_segment: u64,
+    /// How WAL records are compressed.
+    pub wal_compression: wal::Compression,
+    /// Payload bytes WAL compression saved since open.
+    pub wal_bytes_saved: u64,
     /// WAL checkpoints written.
     pub checkpoints: u64,
     /// WAL checkpoints that failed.
@@ -264,12 +273,14 @@ impl Db {
         let wal = if opts.read_only {
             None
         } else {
-            Some(Mutex::new(WalWriter::create(
+            let mut w = WalWriter::create(
                 &wal_dir,
                 last_seg,
                 opts.wal_fsync_interval,
                 opts.wal_segment_bytes,
-            )?))
+            )?;
+            w.set_compression(opts.wal_compression);
+            Some(Mutex::new(w))
         };
         let wal_health = wal.as_ref().map(|w| w.lock().health());
         if let Some(w) = &wal {
@@ -494,6 +505,16 @@ impl Db {
                 .wal_health
                 .as_ref()
                 .map_or(0, |w| w.segment.load(Ordering::Relaxed) as u64),
+            wal_compression: if self.inner.wal.is_some() {
+                self.inner.opts.wal_compression
+            } else {
+                wal::Compression::None
+            },
+            wal_bytes_saved: self
+                .inner
+                .wal_health
+                .as_ref()
+                .map_or(0, |w| ld(&w.bytes_saved)),
             checkpoints: ld(&self.inner.faults.checkpoints),
             checkpoints_failed: ld(&self.inner.faults.checkpoints_failed),
             compactions: ld(&self.inner.faults.compactions),
@@ -1059,16 +1080,16 @@ impl DbInner {
     /// Replaces every WAL segment so far by a checkpoint of the head.
     fn checkpoint(&self, wal: &Mutex<WalWriter>) -> Result<()> {
         let r = (|| {
-            let (upto, buf, dir) = {
+            let (upto, buf, dir, compression) = {
                 let mut w = wal.lock();
                 let upto = w.roll()?;
                 let mut buf = Vec::new();
                 // under the WAL lock: every sample in segments <= upto is in the head
                 self.head.checkpoint_records(&mut buf);
-                (upto, buf, w.dir().to_path_buf())
+                (upto, buf, w.dir().to_path_buf(), w.compression())
             };
             let started = Instant::now();
-            wal::write_checkpoint(&dir, upto, &buf)?;
+            wal::write_checkpoint(&dir, upto, &buf, compression)?;
             tracing::debug!(upto_segment = upto, bytes = buf.len(), duration = ?started.elapsed(),
                 "WAL checkpoint complete");
             Ok(())

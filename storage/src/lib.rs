@@ -79,6 +79,7 @@ pub mod fuzzing {
     pub use crate::tombstones::fuzz_decode as tombstones_decode;
     pub use crate::tombstones::{Interval, Tombstones, TOMBSTONES_FILE};
     pub use crate::wal::fuzz_decode as wal_decode;
+    pub use crate::wal::fuzz_decode_record as wal_record_decode;
 }
 
 pub use db::{Appender, BlockBuilder, Db, Options, SeriesRef};

@@ -3,7 +3,9 @@
 //! with SIGKILL at random moments, reopens the database and checks that every committed
 //! sample is there, in order, with the right value, that nothing is corrupt and that appends
 //! continue. The child also cuts, checkpoints and compacts blocks in the background (small
-//! block duration), so kills land in those paths too.
+//! block duration), so kills land in those paths too. Each round writes the WAL with another
+//! compression (none, snappy, zstd), so replays read segments and checkpoints of mixed
+//! compression.
 
 use std::io::Read;
 use std::os::unix::fs::FileExt;
@@ -11,9 +13,11 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use inferdb_storage::wal::Compression;
 use inferdb_storage::{Db, Labels, Matcher, Options};
 
 const ENV: &str = "INFERDB_CRASH_CHILD_DIR";
+const ENV_COMPRESSION: &str = "INFERDB_CRASH_CHILD_WAL_COMPRESSION";
 const SERIES: usize = 50;
 const STEP: i64 = 1000;
 const FSYNC: Duration = Duration::from_millis(50);
@@ -50,7 +54,18 @@ fn last_t(db: &Db) -> Option<i64> {
 }
 
 fn child(dir: &Path) {
-    let db = Db::open(dir.join("db"), opts(true)).unwrap();
+    let compression = std::env::var(ENV_COMPRESSION)
+        .ok()
+        .and_then(|c| Compression::from_name(&c))
+        .unwrap_or_default();
+    let db = Db::open(
+        dir.join("db"),
+        Options {
+            wal_compression: compression,
+            ..opts(true)
+        },
+    )
+    .unwrap();
     let mark = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -130,6 +145,7 @@ fn sigkill_loses_nothing_committed() {
                 "--test-threads=1",
             ])
             .env(ENV, dir)
+            .env(ENV_COMPRESSION, ["snappy", "none", "zstd"][round % 3])
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()

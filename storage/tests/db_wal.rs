@@ -1,11 +1,12 @@
 //! WAL properties: anything written replays identically; a truncation replays the whole
 //! records before it, a flipped byte costs at most the record it hit (the records after it
-//! are read), and the damage is reported, never a panic.
+//! are read), and the damage is reported, never a panic. Each holds for every WAL
+//! compression (records compressed per record, see `wal::compress`).
 
 use std::path::Path;
 use std::time::Duration;
 
-use inferdb_storage::wal::{self, record, RefSample, ReplayItem, WalWriter};
+use inferdb_storage::wal::{self, record, Compression, RefSample, ReplayItem, WalWriter};
 use inferdb_storage::Labels;
 use proptest::prelude::*;
 
@@ -21,8 +22,11 @@ fn replay(dir: &Path, ro: bool) -> (wal::ReplayStats, Vec<(u64, i64, u64)>) {
     (st, out)
 }
 
-fn write(dir: &Path, batches: &[Vec<RefSample>], seg: u64) {
+const COMPRESSIONS: [Compression; 3] = [Compression::None, Compression::Snappy, Compression::Zstd];
+
+fn write(dir: &Path, batches: &[Vec<RefSample>], seg: u64, c: Compression) {
     let mut w = WalWriter::create(dir, 0, Duration::from_secs(1), seg).unwrap();
+    w.set_compression(c);
     let l = Labels::from_pairs([("__name__", "m"), ("a", "b")]);
     w.log_series([(1u64, &l)].into_iter());
     w.flush().unwrap();
@@ -35,11 +39,17 @@ fn write(dir: &Path, batches: &[Vec<RefSample>], seg: u64) {
 fn arb_batches() -> impl Strategy<Value = Vec<Vec<RefSample>>> {
     prop::collection::vec(
         prop::collection::vec(
-            (any::<u64>(), any::<i64>(), any::<u64>()).prop_map(|(r, t, v)| RefSample {
-                r,
-                t,
-                v: f64::from_bits(v),
-            }),
+            // regular values too, so that compression has something to gain
+            (
+                prop_oneof![any::<u64>(), 0u64..4],
+                prop_oneof![any::<i64>(), 0i64..100_000],
+                prop_oneof![any::<u64>(), Just(0u64), Just(1f64.to_bits())],
+            )
+                .prop_map(|(r, t, v)| RefSample {
+                    r,
+                    t,
+                    v: f64::from_bits(v),
+                }),
             0..20,
         ),
         0..20,
@@ -50,9 +60,9 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
     #[test]
-    fn round_trips(batches in arb_batches(), seg in 64u64..4096) {
+    fn round_trips(batches in arb_batches(), seg in 64u64..4096, c in 0usize..3) {
         let d = tempfile::tempdir().unwrap();
-        write(d.path(), &batches, seg);
+        write(d.path(), &batches, seg, COMPRESSIONS[c]);
         let (st, got) = replay(d.path(), false);
         let want: Vec<(u64, i64, u64)> =
             batches.iter().flatten().map(|s| (s.r, s.t, s.v.to_bits())).collect();
@@ -63,9 +73,10 @@ proptest! {
     #[test]
     fn damage_costs_only_the_damaged_record(batches in arb_batches(),
                                             cut in any::<prop::sample::Index>(),
-                                            flip in any::<bool>()) {
+                                            flip in any::<bool>(),
+                                            c in 0usize..3) {
         let d = tempfile::tempdir().unwrap();
-        write(d.path(), &batches, 1 << 20);
+        write(d.path(), &batches, 1 << 20, COMPRESSIONS[c]);
         let seg = d.path().join("00000001");
         let mut b = std::fs::read(&seg).unwrap();
         let at = cut.index(b.len());
@@ -168,8 +179,8 @@ fn write_wal_seeds() {
     zeros.extend_from_slice(&[0u8; 64]);
     let seeds: Vec<(&str, Vec<u8>)> = vec![
         ("segment", seg.clone()),
-        ("checkpoint", cp),
-        ("specials", specials),
+        ("checkpoint", cp.clone()),
+        ("specials", specials.clone()),
         ("torn", seg[..seg.len() - 5].to_vec()),
         ("flipped", flipped),
         ("zero_tail", zeros),
@@ -181,7 +192,180 @@ fn write_wal_seeds() {
         ),
         ("huge_len", vec![2, 0xff, 0xff, 0xff, 0x7f, 0, 0, 0, 0, 1]),
     ];
+    // the same records compressed, plain and compressed records mixed in one segment
+    // (a scrape's worth of samples: enough for either codec to gain)
+    let mut scrape = Vec::new();
+    let ss: Vec<RefSample> = (0..60)
+        .map(|i| RefSample {
+            r: 1 + (i % 6) as u64,
+            t: base + (i / 6) * 15_000,
+            v: (i % 4) as f64,
+        })
+        .collect();
+    record::encode_samples(&mut scrape, &ss);
+    let mut mixed = Vec::new();
+    let mut z = wal::compress::Compressor::default();
+    z.compress_records(&seg, Compression::Snappy, &mut mixed);
+    z.compress_records(&scrape, Compression::Snappy, &mut mixed);
+    z.compress_records(&specials, Compression::None, &mut mixed);
+    z.compress_records(&scrape, Compression::Zstd, &mut mixed);
+    z.compress_records(&cp, Compression::Zstd, &mut mixed);
+    let mut seeds = seeds;
+    seeds.push(("compressed", mixed.clone()));
     for (name, bytes) in seeds {
         std::fs::write(dir.join(name), bytes).unwrap();
+    }
+
+    // `wal_record_decode`: a type byte and a stored payload each
+    let rdir = dir.join("../wal_record_decode");
+    std::fs::create_dir_all(&rdir).unwrap();
+    let mut records: Vec<(String, Vec<u8>)> = Vec::new();
+    for (i, f) in record::Frames::new(&mixed).enumerate() {
+        let (_, ty, payload) = f.unwrap();
+        let mut b = vec![ty];
+        b.extend_from_slice(payload);
+        records.push((format!("record_{i}_type_{ty:#04x}"), b));
+    }
+    let snappy = records
+        .iter()
+        .find(|r| r.1[0] & wal::compress::SNAPPY_BIT != 0)
+        .unwrap()
+        .1
+        .clone();
+    let zstd = records
+        .iter()
+        .find(|r| r.1[0] & wal::compress::ZSTD_BIT != 0)
+        .unwrap()
+        .1
+        .clone();
+    let mut huge_claim = vec![record::TYPE_SAMPLES | wal::compress::SNAPPY_BIT];
+    inferdb_storage::varint::put_uvarint(&mut huge_claim, 1 << 31);
+    huge_claim.extend_from_slice(&[0, 1, 2]);
+    let mut bad_bits = snappy.clone();
+    bad_bits[0] |= wal::compress::ZSTD_BIT;
+    records.extend([
+        (
+            "snappy_truncated".to_string(),
+            snappy[..snappy.len() / 2].to_vec(),
+        ),
+        (
+            "zstd_truncated".to_string(),
+            zstd[..zstd.len() - 3].to_vec(),
+        ),
+        ("snappy_huge_claim".to_string(), huge_claim),
+        ("both_bits".to_string(), bad_bits),
+        (
+            "empty_snappy".to_string(),
+            vec![record::TYPE_SERIES | wal::compress::SNAPPY_BIT],
+        ),
+    ]);
+    for (name, bytes) in records {
+        std::fs::write(rdir.join(name), bytes).unwrap();
+    }
+}
+
+/// The type bytes of every record of a WAL file.
+fn type_bytes(path: &Path) -> Vec<u8> {
+    record::Frames::new(&std::fs::read(path).unwrap())
+        .map(|f| f.unwrap().1)
+        .collect()
+}
+
+/// A database whose WAL compression changes at every restart keeps everything: checkpoints
+/// and segments are written with the setting of the run that wrote them, and each is read by
+/// its own records' flags.
+#[test]
+fn db_restarts_with_the_compression_switched() {
+    use inferdb_storage::wal::compress::{SNAPPY_BIT, TYPE_MASK, ZSTD_BIT};
+    use inferdb_storage::{Db, Matcher, Options};
+    let d = tempfile::tempdir().unwrap();
+    let opts = |c| Options {
+        wal_compression: c,
+        background: false,
+        retention_ms: None,
+        ..Options::default()
+    };
+    let labels = |i: usize| {
+        Labels::from_pairs([
+            ("__name__", "m".to_string()),
+            ("pod", format!("pod-{i:04}")),
+        ])
+    };
+    let runs = [
+        Compression::Snappy,
+        Compression::None,
+        Compression::Zstd,
+        Compression::Snappy,
+    ];
+    for (run, c) in runs.iter().enumerate() {
+        let db = Db::open(d.path(), opts(*c)).unwrap();
+        assert!(
+            db.open_stats().wal.corruptions.is_empty(),
+            "{:?}",
+            db.open_stats().wal
+        );
+        // what earlier runs wrote is there
+        let q = db.querier(i64::MIN, i64::MAX).unwrap();
+        let all = q.select(&[Matcher::equal("__name__", "m")]).unwrap();
+        assert_eq!(all.len(), if run == 0 { 0 } else { 20 }, "run {run}");
+        for s in &all {
+            let ts: Vec<i64> = s.iter().map(|x| x.0).collect();
+            assert_eq!(
+                ts,
+                (0..run as i64 * 30).map(|t| t * 1000).collect::<Vec<_>>()
+            );
+        }
+        drop(q);
+        let mut app = db.appender();
+        for t in run as i64 * 30..(run as i64 + 1) * 30 {
+            for i in 0..20 {
+                app.append(&labels(i), t * 1000, (t % 7) as f64).unwrap();
+            }
+        }
+        app.commit().unwrap();
+        // the segment written now carries this run's compression
+        let wal = d.path().join("wal");
+        let seg = std::fs::read_dir(&wal)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.len() == 8)
+            .max()
+            .unwrap();
+        let bits: Vec<u8> = type_bytes(&wal.join(&seg))
+            .iter()
+            .map(|t| t & !TYPE_MASK)
+            .collect();
+        let want = match c {
+            Compression::None => 0,
+            Compression::Snappy => SNAPPY_BIT,
+            Compression::Zstd => ZSTD_BIT,
+        };
+        assert!(
+            !bits.is_empty() && bits.iter().all(|&b| b == want),
+            "{c}: {bits:?}"
+        );
+        db.close().unwrap();
+        // so does the checkpoint the close wrote, where compressing gains anything (its
+        // min-valid-time and small Gorilla chunk records stay plain)
+        let cp = std::fs::read_dir(&wal)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| {
+                p.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with("checkpoint.")
+            })
+            .unwrap();
+        let bits: Vec<u8> = type_bytes(&cp).iter().map(|t| t & !TYPE_MASK).collect();
+        assert!(bits.iter().all(|&b| b == 0 || b == want), "{c}: {bits:?}");
+        assert!(want == 0 || bits.contains(&want), "{c}: {bits:?}");
+    }
+    let db = Db::open(d.path(), opts(Compression::None)).unwrap();
+    let q = db.querier(i64::MIN, i64::MAX).unwrap();
+    let all = q.select(&[Matcher::equal("__name__", "m")]).unwrap();
+    assert_eq!(all.len(), 20);
+    for s in &all {
+        assert_eq!(s.iter().count(), 120);
     }
 }

@@ -155,6 +155,22 @@ fn wal_read_corpus() {
     );
 }
 
+#[test]
+fn wal_record_decode_corpus() {
+    let files = corpus("wal_record_decode");
+    assert!(files.len() >= 8, "corpus has only {} files", files.len());
+    let mut valid = 0;
+    for (path, bytes) in &files {
+        eprintln!("{}", path.display());
+        if inferdb_storage::fuzzing::wal_record_decode(bytes) {
+            valid += 1;
+        }
+    }
+    // the seeds include real records, plain and compressed with each codec
+    // (regenerate: db_wal -- --ignored write_wal_seeds)
+    assert!(valid >= 4, "only {valid} corpus files are valid records");
+}
+
 /// The `re2_translate` target over its corpus, then a deterministic mutation pass (every
 /// single-byte deletion, and insertions of RE2 metacharacters at every position) so the
 /// checker and rewriter see many near-valid patterns on every test run.

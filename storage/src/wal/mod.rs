@@ -18,7 +18,13 @@
 //! full disk, a read-only folder) is cut back off the segment, the commit fails and nothing
 //! of it enters the head, and the next write tries again at the same place. See
 //! [`WalWriter::flush`].
+//!
+//! With compression on ([`WalWriter::set_compression`], `--storage.tsdb.wal-compression`)
+//! each record's payload is stored snappy- or zstd-compressed when that makes it smaller,
+//! flagged in its type byte (see [`compress`]); readers handle every record by its own flag,
+//! so a WAL written with the setting changed between restarts replays as one.
 
+pub mod compress;
 pub mod record;
 pub mod watch;
 
@@ -31,6 +37,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::labels::Labels;
+pub use compress::Compression;
 pub use record::{Record, RefSample};
 
 /// Default segment size limit.
@@ -151,7 +158,7 @@ fn replay_buf(
     path: &Path,
     buf: &[u8],
     stats: &mut ReplayStats,
-    samples: &mut Vec<RefSample>,
+    decoder: &mut record::Decoder,
     f: &mut dyn FnMut(ReplayItem<'_>) -> Result<()>,
 ) -> Result<Option<(u64, String)>> {
     let mut frames = record::Frames::new(buf);
@@ -175,7 +182,7 @@ fn replay_buf(
                 None => return Ok(Some((off as u64, reason))),
             },
         };
-        let rec = match record::decode(ty, payload, samples) {
+        let rec = match decoder.decode(ty, payload) {
             Ok(r) => r,
             Err(e) => {
                 // the frame is intact, so the records after it are where they should be
@@ -199,7 +206,7 @@ fn replay_buf(
                 stats.series += s.len() as u64;
                 f(ReplayItem::Series(s))?;
             }
-            Record::Samples => {
+            Record::Samples(samples) => {
                 stats.samples += samples.len() as u64;
                 f(ReplayItem::Samples(samples))?;
             }
@@ -245,14 +252,14 @@ pub fn replay_with_progress(
             }
         }
     }
-    let mut samples = Vec::new();
+    let mut decoder = record::Decoder::default();
     let mut last = segs.last().copied().unwrap_or(0);
     let mut after = 0u32;
     if let Some(&cp) = cps.last() {
         let path = dir.join(checkpoint_name(cp));
         let buf = fs::read(&path).map_err(|e| Error::io(&path, e))?;
         stats.checkpoints = 1;
-        if let Some((offset, reason)) = replay_buf(&path, &buf, &mut stats, &mut samples, &mut f)? {
+        if let Some((offset, reason)) = replay_buf(&path, &buf, &mut stats, &mut decoder, &mut f)? {
             // a checkpoint is written atomically, so this is real damage: report it and go
             // on with the segments (the file is replaced by the next checkpoint)
             stats.corruptions.push(Corruption {
@@ -306,7 +313,7 @@ pub fn replay_with_progress(
         expect = Some(s.wrapping_add(1));
         let buf = fs::read(&path).map_err(|e| Error::io(&path, e))?;
         stats.segments += 1;
-        if let Some((offset, reason)) = replay_buf(&path, &buf, &mut stats, &mut samples, &mut f)? {
+        if let Some((offset, reason)) = replay_buf(&path, &buf, &mut stats, &mut decoder, &mut f)? {
             if !read_only {
                 let file = OpenOptions::new()
                     .write(true)
@@ -357,6 +364,9 @@ pub struct WalHealth {
     pub fsync_failing: AtomicBool,
     /// The segment being written.
     pub segment: AtomicU32,
+    /// Payload bytes compression saved (Prometheus'
+    /// `prometheus_tsdb_wal_record_bytes_saved_total`).
+    pub bytes_saved: AtomicU64,
 }
 
 impl WalHealth {
@@ -402,6 +412,10 @@ pub struct WalWriter {
     dirty_tail: bool,
     failing: Option<Failing>,
     health: Arc<WalHealth>,
+    compression: Compression,
+    compressor: compress::Compressor,
+    /// The compressed records of `buf` (when compression is on).
+    packed: Vec<u8>,
 }
 
 /// Turns an I/O error of the writer into [`Error::WalWrite`].
@@ -442,7 +456,21 @@ impl WalWriter {
             dirty_tail: false,
             failing: None,
             health,
+            compression: Compression::None,
+            compressor: compress::Compressor::default(),
+            packed: Vec::new(),
         })
+    }
+
+    /// How records written from now on are compressed (see [`compress`]); records already
+    /// written stay as they are, and readers handle both.
+    pub fn set_compression(&mut self, c: Compression) {
+        self.compression = c;
+    }
+
+    /// How records are compressed.
+    pub fn compression(&self) -> Compression {
+        self.compression
     }
 
     fn open_segment(dir: &Path, seg: u32) -> Result<File> {
@@ -551,17 +579,29 @@ impl WalWriter {
 
     fn write_buf(&mut self) -> Result<()> {
         use std::os::unix::fs::FileExt;
-        let len = self.buf.len() as u64;
+        let packed = self.compression != Compression::None;
+        if packed {
+            self.packed.clear();
+            let saved =
+                self.compressor
+                    .compress_records(&self.buf, self.compression, &mut self.packed);
+            self.health.bytes_saved.fetch_add(saved, Ordering::Relaxed);
+        }
+        let len = if packed {
+            self.packed.len()
+        } else {
+            self.buf.len()
+        } as u64;
         if self.seg_bytes > 0 && self.seg_bytes + len > self.max_segment_bytes {
             self.roll().map_err(write_error)?;
         }
         let at = self.seg_bytes;
-        let path = || self.dir.join(segment_name(self.seg));
-        if let Err(e) = self.file.write_all_at(&self.buf, at) {
+        let data = if packed { &self.packed } else { &self.buf };
+        if let Err(e) = self.file.write_all_at(data, at) {
             // cut off what part of it was written: no torn record stays in the log
             self.dirty_tail = self.file.set_len(at).is_err();
             return Err(Error::WalWrite {
-                path: path(),
+                path: self.dir.join(segment_name(self.seg)),
                 source: e,
             });
         }
@@ -569,6 +609,10 @@ impl WalWriter {
         if self.dirty_tail {
             // bytes of an earlier failed write beyond this one
             self.dirty_tail = self.file.set_len(self.seg_bytes).is_err();
+        }
+        if self.packed.capacity() > 1 << 20 {
+            // as `buf`: a big commit must not pin its buffer for good
+            self.packed = Vec::new();
         }
         Ok(())
     }
@@ -636,9 +680,24 @@ impl WalWriter {
     }
 }
 
-/// Writes `checkpoint.upto` from `records` (already framed) and deletes every segment
-/// `<= upto` and every older checkpoint.
-pub fn write_checkpoint(dir: &Path, upto: u32, records: &[u8]) -> Result<()> {
+/// Writes `checkpoint.upto` from `records` (plain records, as the `record::encode_*`
+/// functions write them), compressed with `compression`, and deletes every segment `<= upto`
+/// and every older checkpoint.
+pub fn write_checkpoint(
+    dir: &Path,
+    upto: u32,
+    records: &[u8],
+    compression: Compression,
+) -> Result<()> {
+    let packed;
+    let records = if compression == Compression::None {
+        records
+    } else {
+        let mut out = Vec::with_capacity(records.len() / 2);
+        compress::Compressor::default().compress_records(records, compression, &mut out);
+        packed = out;
+        &packed[..]
+    };
     let name = checkpoint_name(upto);
     let tmp = dir.join(format!("{name}.tmp"));
     let fin = dir.join(&name);
@@ -669,20 +728,40 @@ pub fn write_checkpoint(dir: &Path, upto: u32, records: &[u8]) -> Result<()> {
 /// Decodes arbitrary bytes as a WAL segment; for fuzzing. Never panics.
 #[cfg(any(test, feature = "fuzzing"))]
 pub fn fuzz_decode(data: &[u8]) -> usize {
-    let mut samples = Vec::new();
+    let mut decoder = record::Decoder::default();
     let mut n = 0;
     for (_, ty, payload) in record::Frames::new(data).flatten() {
-        if record::decode(ty, payload, &mut samples).is_ok() {
+        if decoder.decode(ty, payload).is_ok() {
             n += 1;
         }
     }
     // also decode the whole input as each payload type, bypassing the checksum
     for ty in record::TYPE_SERIES..=record::TYPE_MIN_VALID {
-        if record::decode(ty, data, &mut samples).is_ok() {
+        if decoder.decode(ty, data).is_ok() {
             n += 1;
         }
     }
     n
+}
+
+/// Decodes arbitrary bytes as one record's type byte (the first byte) and stored payload
+/// (the rest), bypassing framing and checksum, so that the decompressors and the payload
+/// decoders see every input; for fuzzing. Returns whether it decoded. Never panics.
+#[cfg(any(test, feature = "fuzzing"))]
+pub fn fuzz_decode_record(data: &[u8]) -> bool {
+    let Some((&ty, raw)) = data.split_first() else {
+        return false;
+    };
+    let mut decoder = record::Decoder::default();
+    if decoder.decode(ty, raw).is_ok() {
+        return true;
+    }
+    // the same bytes under each compression, whatever the first byte's bits said
+    let kind = record::kind(ty);
+    for bits in [0, compress::SNAPPY_BIT, compress::ZSTD_BIT] {
+        let _ = decoder.decode(kind | bits, raw);
+    }
+    false
 }
 
 #[cfg(test)]
@@ -914,7 +993,7 @@ mod tests {
         let mut cp = Vec::new();
         record::encode_min_valid(&mut cp, 100);
         record::encode_samples(&mut cp, &[sample(7)]);
-        write_checkpoint(&w, old, &cp).unwrap();
+        write_checkpoint(&w, old, &cp, Compression::None).unwrap();
         drop(wr);
         let mut seen = Vec::new();
         let (st, last) = replay(&w, false, |it| {
@@ -966,5 +1045,149 @@ mod tests {
             }
         }
         assert_eq!(fuzz_decode(&buf), 1);
+    }
+
+    /// Samples that compress: a few series, regular times, repeated values.
+    fn regular(from: i64, n: i64) -> Vec<RefSample> {
+        (from..from + n)
+            .map(|i| RefSample {
+                r: (i % 4) as u64,
+                t: 1_000_000 + i * 15_000,
+                v: (i % 3) as f64,
+            })
+            .collect()
+    }
+
+    /// The type bytes of every record of a file.
+    fn type_bytes(path: &Path) -> Vec<u8> {
+        record::Frames::new(&fs::read(path).unwrap())
+            .map(|f| f.unwrap().1)
+            .collect()
+    }
+
+    #[test]
+    fn compression_switched_between_restarts_replays_as_one() {
+        let d = tempfile::tempdir().unwrap();
+        let w = d.path().join("wal");
+        let l = Labels::from_pairs([("__name__", "m"), ("job", "a".repeat(30).as_str())]);
+        let runs = [
+            Compression::None,
+            Compression::Snappy,
+            Compression::Zstd,
+            Compression::None,
+            Compression::Snappy,
+        ];
+        let mut last = 0;
+        for (i, c) in runs.iter().enumerate() {
+            let mut wr = WalWriter::create(&w, last, Duration::from_secs(1), 1 << 20).unwrap();
+            wr.set_compression(*c);
+            wr.log_series([(i as u64, &l)].into_iter());
+            wr.log_samples(&regular(i as i64 * 50, 50));
+            wr.flush().unwrap();
+            last = wr.segment();
+            let saved = wr.health().bytes_saved.load(Ordering::Relaxed);
+            assert_eq!(saved > 0, *c != Compression::None, "{c}: {saved}");
+            drop(wr);
+            let bits = match c {
+                Compression::None => 0,
+                Compression::Snappy => compress::SNAPPY_BIT,
+                Compression::Zstd => compress::ZSTD_BIT,
+            };
+            let seg = w.join(segment_name(last));
+            let tys = type_bytes(&seg);
+            assert_eq!(
+                tys,
+                vec![record::TYPE_SERIES | bits, record::TYPE_SAMPLES | bits],
+                "{c}"
+            );
+        }
+        let (st, ss, series) = collect(&w, true);
+        assert!(st.corruptions.is_empty(), "{:?}", st.corruptions);
+        assert_eq!(ss, regular(0, 250));
+        assert_eq!(series.len(), runs.len());
+        // a compressed checkpoint of the first three segments, then the rest
+        let mut cp = Vec::new();
+        record::encode_min_valid(&mut cp, 5);
+        record::encode_series(&mut cp, [(0u64, &l)].into_iter());
+        record::encode_samples(&mut cp, &regular(0, 150));
+        write_checkpoint(&w, 3, &cp, Compression::Zstd).unwrap();
+        let tys = type_bytes(&w.join(checkpoint_name(3)));
+        assert_eq!(
+            tys,
+            vec![
+                record::TYPE_MIN_VALID,
+                record::TYPE_SERIES | compress::ZSTD_BIT,
+                record::TYPE_SAMPLES | compress::ZSTD_BIT
+            ]
+        );
+        let (st, ss, series) = collect(&w, false);
+        assert!(st.corruptions.is_empty(), "{:?}", st.corruptions);
+        assert_eq!((st.checkpoints, st.segments), (1, 2));
+        assert_eq!(ss, regular(0, 250));
+        assert_eq!(
+            series.iter().map(|s| s.0).collect::<Vec<_>>(),
+            vec![0, 3, 4]
+        );
+    }
+
+    #[test]
+    fn a_corrupt_compressed_record_is_reported_and_skipped() {
+        let d = tempfile::tempdir().unwrap();
+        let w = d.path().join("wal");
+        let mut wr = WalWriter::create(&w, 0, Duration::from_secs(1), 1 << 20).unwrap();
+        wr.set_compression(Compression::Snappy);
+        for i in 0..3 {
+            wr.log_samples(&regular(i * 40, 40));
+            wr.flush().unwrap();
+        }
+        let seg = w.join(segment_name(wr.segment()));
+        drop(wr);
+        let b = fs::read(&seg).unwrap();
+        let frames: Vec<(usize, u8, Vec<u8>)> = record::Frames::new(&b)
+            .map(|f| f.map(|(o, t, p)| (o, t, p.to_vec())).unwrap())
+            .collect();
+        assert!(frames
+            .iter()
+            .all(|f| f.1 == record::TYPE_SAMPLES | compress::SNAPPY_BIT));
+        // the middle record: a valid frame (length and checksum right) around snappy bytes
+        // that do not decompress, as a bug or a bad disk behind the checksum would leave
+        let (off, ty, payload) = &frames[1];
+        let mut bad = payload.clone();
+        for x in bad.iter_mut().skip(2) {
+            *x = 0xfe;
+        }
+        let mut out = b[..*off].to_vec();
+        let at = record::begin_record(&mut out, *ty);
+        out.extend_from_slice(&bad);
+        record::finish_record(&mut out, at);
+        out.extend_from_slice(&b[off + record::HEADER_LEN + payload.len()..]);
+        assert_eq!(out.len(), b.len());
+        fs::write(&seg, &out).unwrap();
+        let (st, ss, _) = collect(&w, false);
+        assert_eq!(st.corruptions.len(), 1, "{:?}", st.corruptions);
+        let c = &st.corruptions[0];
+        assert_eq!((&c.path, c.offset, c.tail), (&seg, *off as u64, false));
+        assert!(c.reason.contains("snappy"), "{}", c.reason);
+        assert!(c.to_string().contains(&seg.display().to_string()), "{c}");
+        let mut want = regular(0, 40);
+        want.extend(regular(80, 40));
+        assert_eq!(ss, want, "the records around it are read");
+        // a zstd bit on the same bytes: reported the same way
+        out[*off] = record::TYPE_SAMPLES | compress::ZSTD_BIT;
+        let at = *off;
+        let mut again = out[..at].to_vec();
+        let h = record::begin_record(&mut again, record::TYPE_SAMPLES | compress::ZSTD_BIT);
+        again.extend_from_slice(&bad);
+        record::finish_record(&mut again, h);
+        again.extend_from_slice(&out[at + record::HEADER_LEN + bad.len()..]);
+        fs::write(&seg, &again).unwrap();
+        let (st, ss, _) = collect(&w, true);
+        assert_eq!(st.corruptions.len(), 1);
+        assert!(
+            st.corruptions[0].reason.contains("zstd"),
+            "{:?}",
+            st.corruptions
+        );
+        assert_eq!(ss, want);
     }
 }

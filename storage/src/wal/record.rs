@@ -15,7 +15,11 @@
 //!   (`varint ref - prev_ref` with `prev_ref` starting at 0, `varint t - base_t`, `u64` value bits).
 //! * `3` chunks (checkpoints only): `uvarint ref`, `uvarint n`, `n` × (`uvarint len`, encoded chunk).
 //! * `4` min valid time: `i64 t`; samples older than `t` are already in blocks.
+//!
+//! The type byte's bits 3 and 4 say whether the payload is stored compressed (see
+//! [`super::compress`]); [`Decoder`] undoes that before decoding.
 
+use super::compress::{valid_type_byte, Decompressor, TYPE_MASK};
 use crate::error::{Error, Result};
 use crate::labels::{Label, Labels};
 use crate::varint::{get_uvarint, get_varint, put_uvarint, put_varint};
@@ -50,8 +54,8 @@ pub struct RefSample {
 pub enum Record<'a> {
     /// Series definitions: `(ref, labels)`.
     Series(Vec<(u64, Labels)>),
-    /// Samples (decoded into the caller's buffer, see [`decode_samples`]).
-    Samples,
+    /// Samples.
+    Samples(&'a [RefSample]),
     /// Encoded chunks of one series.
     Chunks {
         /// The series reference.
@@ -61,6 +65,11 @@ pub enum Record<'a> {
     },
     /// Samples older than this time are persisted in blocks.
     MinValidTime(i64),
+}
+
+/// The record type of a type byte (its compression bits cleared).
+pub fn kind(ty: u8) -> u8 {
+    ty & TYPE_MASK
 }
 
 /// Starts a record of type `ty` in `buf`; returns the header position for [`finish_record`].
@@ -184,7 +193,7 @@ fn intact_at(buf: &[u8], off: usize) -> bool {
     let Some(rest) = buf.get(off..) else {
         return false;
     };
-    if rest.len() < HEADER_LEN || !(TYPE_SERIES..=TYPE_MIN_VALID).contains(&rest[0]) {
+    if rest.len() < HEADER_LEN || !valid_type_byte(rest[0]) {
         return false;
     }
     let len = u32::from_le_bytes([rest[1], rest[2], rest[3], rest[4]]) as usize;
@@ -232,7 +241,7 @@ impl<'a> Iterator for Frames<'a> {
             return fail(self, format!("torn record header ({} bytes)", rest.len()));
         }
         let ty = rest[0];
-        if !(TYPE_SERIES..=TYPE_MIN_VALID).contains(&ty) {
+        if !valid_type_byte(ty) {
             let reason = if rest.iter().all(|&b| b == 0) {
                 format!("zero-filled tail of {} bytes", rest.len())
             } else {
@@ -333,8 +342,40 @@ pub fn decode_samples(payload: &[u8], out: &mut Vec<RefSample>) -> Result<()> {
     c.done()
 }
 
-/// Decodes a record payload of type `ty`. Samples go to `samples` (cleared first).
-pub fn decode<'a>(ty: u8, payload: &'a [u8], samples: &mut Vec<RefSample>) -> Result<Record<'a>> {
+/// Decodes the records of a file, compressed or not: the type byte and payload as
+/// [`Frames`] yields them in, a [`Record`] out. Keeps its buffers between records.
+#[derive(Default)]
+pub struct Decoder {
+    samples: Vec<RefSample>,
+    decompressor: Decompressor,
+}
+
+impl Decoder {
+    /// Decodes the record with type byte `ty` and stored payload `raw`.
+    pub fn decode<'a>(&'a mut self, ty: u8, raw: &'a [u8]) -> Result<Record<'a>> {
+        let payload = self.decompressor.payload(ty, raw).map_err(bad)?;
+        decode(kind(ty), payload, &mut self.samples)
+    }
+
+    /// Decodes a samples record (type byte `ty`, stored payload `raw`).
+    pub fn decode_samples<'a>(&'a mut self, ty: u8, raw: &'a [u8]) -> Result<&'a [RefSample]> {
+        if kind(ty) != TYPE_SAMPLES {
+            return Err(bad(format!("record type {} is not samples", kind(ty))));
+        }
+        let payload = self.decompressor.payload(ty, raw).map_err(bad)?;
+        self.samples.clear();
+        decode_samples(payload, &mut self.samples)?;
+        Ok(&self.samples)
+    }
+}
+
+/// Decodes a plain (uncompressed) record payload of type `ty`. Samples go to `samples`
+/// (cleared first).
+pub fn decode<'a>(
+    ty: u8,
+    payload: &'a [u8],
+    samples: &'a mut Vec<RefSample>,
+) -> Result<Record<'a>> {
     let mut c = Cur { b: payload, i: 0 };
     match ty {
         TYPE_SERIES => {
@@ -368,7 +409,7 @@ pub fn decode<'a>(ty: u8, payload: &'a [u8], samples: &mut Vec<RefSample>) -> Re
         TYPE_SAMPLES => {
             samples.clear();
             decode_samples(payload, samples)?;
-            Ok(Record::Samples)
+            Ok(Record::Samples(samples))
         }
         TYPE_CHUNKS => {
             let r = c.uvarint()?;
@@ -399,7 +440,8 @@ mod tests {
 
     #[test]
     fn round_trips_records() {
-        let l1 = Labels::from_pairs([("__name__", "a:b"), ("x", "1")]);
+        let long = "ab".repeat(40);
+        let l1 = Labels::from_pairs([("__name__", "a:b"), ("x", long.as_str())]);
         let l2 = Labels::from_pairs([("__name__", "c")]);
         let mut buf = Vec::new();
         encode_series(&mut buf, [(1u64, &l1), (u64::MAX, &l2)].into_iter());
@@ -421,34 +463,55 @@ mod tests {
             },
         ];
         encode_samples(&mut buf, &ss);
-        encode_chunks(&mut buf, 7, [&b"abc"[..], &b""[..]].into_iter());
+        encode_chunks(&mut buf, 7, [&[b'c'; 100][..], &b""[..]].into_iter());
         encode_min_valid(&mut buf, -42);
-        let mut out = Vec::new();
-        let frames: Vec<_> = Frames::new(&buf).map(|f| f.unwrap()).collect();
-        assert_eq!(frames.len(), 4);
-        match decode(frames[0].1, frames[0].2, &mut out).unwrap() {
-            Record::Series(s) => assert_eq!(s, vec![(1, l1), (u64::MAX, l2)]),
-            r => panic!("{r:?}"),
-        }
-        assert!(matches!(
-            decode(frames[1].1, frames[1].2, &mut out).unwrap(),
-            Record::Samples
-        ));
-        assert_eq!(out.len(), 3);
-        for (a, b) in out.iter().zip(&ss) {
-            assert_eq!((a.r, a.t, a.v.to_bits()), (b.r, b.t, b.v.to_bits()));
-        }
-        match decode(frames[2].1, frames[2].2, &mut out).unwrap() {
-            Record::Chunks { r, chunks } => {
-                assert_eq!(r, 7);
-                assert_eq!(chunks, vec![&b"abc"[..], &b""[..]]);
+        // the same records compressed: the decoder reads both alike
+        let mut packed = Vec::new();
+        super::super::compress::Compressor::default().compress_records(
+            &buf,
+            super::super::Compression::Snappy,
+            &mut packed,
+        );
+        let packed_types: Vec<u8> = Frames::new(&packed).map(|f| f.unwrap().1).collect();
+        let snappy = super::super::compress::SNAPPY_BIT;
+        assert_eq!(
+            packed_types,
+            vec![
+                TYPE_SERIES | snappy,
+                TYPE_SAMPLES | snappy,
+                TYPE_CHUNKS | snappy,
+                TYPE_MIN_VALID
+            ]
+        );
+        for file in [&buf, &packed] {
+            let mut d = Decoder::default();
+            let frames: Vec<_> = Frames::new(file).map(|f| f.unwrap()).collect();
+            assert_eq!(frames.len(), 4);
+            match d.decode(frames[0].1, frames[0].2).unwrap() {
+                Record::Series(s) => assert_eq!(s, vec![(1, l1.clone()), (u64::MAX, l2.clone())]),
+                r => panic!("{r:?}"),
             }
-            r => panic!("{r:?}"),
+            match d.decode(frames[1].1, frames[1].2).unwrap() {
+                Record::Samples(out) => {
+                    assert_eq!(out.len(), 3);
+                    for (a, b) in out.iter().zip(&ss) {
+                        assert_eq!((a.r, a.t, a.v.to_bits()), (b.r, b.t, b.v.to_bits()));
+                    }
+                }
+                r => panic!("{r:?}"),
+            }
+            match d.decode(frames[2].1, frames[2].2).unwrap() {
+                Record::Chunks { r, chunks } => {
+                    assert_eq!(r, 7);
+                    assert_eq!(chunks, vec![&[b'c'; 100][..], &b""[..]]);
+                }
+                r => panic!("{r:?}"),
+            }
+            assert!(matches!(
+                d.decode(frames[3].1, frames[3].2).unwrap(),
+                Record::MinValidTime(-42)
+            ));
         }
-        assert!(matches!(
-            decode(frames[3].1, frames[3].2, &mut out).unwrap(),
-            Record::MinValidTime(-42)
-        ));
     }
 
     #[test]

@@ -15,12 +15,13 @@
 //!   rest of that segment is skipped (replay at the next open truncates there too).
 //!
 //! A segment deleted while it is open is still read to its end (the descriptor keeps it).
+//! Compressed and plain records are read alike (see [`super::compress`]).
 
 use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use super::record::{self, Record, RefSample};
+use super::record::{self, Decoder, Record, RefSample};
 use super::{checkpoint_name, list, segment_name};
 use crate::error::{Error, Result};
 use crate::labels::Labels;
@@ -102,7 +103,7 @@ pub struct WalWatcher {
     buf_off: u64,
     /// Set after a corrupt record: nothing more is read from the current segment.
     skip_rest: bool,
-    samples: Vec<RefSample>,
+    decoder: Decoder,
     stats: WatchStats,
 }
 
@@ -119,7 +120,7 @@ impl WalWatcher {
             buf: Vec::new(),
             buf_off: 0,
             skip_rest: false,
-            samples: Vec::new(),
+            decoder: Decoder::default(),
             stats: WatchStats::default(),
         }
     }
@@ -245,10 +246,11 @@ impl WalWatcher {
                 self.stats.corruptions += 1;
                 break;
             };
-            if ty != record::TYPE_SERIES && !(with_chunks && ty == record::TYPE_CHUNKS) {
+            let kind = record::kind(ty);
+            if kind != record::TYPE_SERIES && !(with_chunks && kind == record::TYPE_CHUNKS) {
                 continue;
             }
-            match record::decode(ty, payload, &mut self.samples) {
+            match self.decoder.decode(ty, payload) {
                 Ok(Record::Series(s)) => {
                     self.stats.records += 1;
                     if !f(WatchEvent::Series(&s)) {
@@ -368,8 +370,8 @@ impl WalWatcher {
                 segment: self.seg,
                 offset: self.buf_off + end as u64,
             };
-            let keep_going = match ty {
-                record::TYPE_SERIES => match record::decode(ty, payload, &mut self.samples) {
+            let keep_going = match record::kind(ty) {
+                record::TYPE_SERIES => match self.decoder.decode(ty, payload) {
                     Ok(Record::Series(s)) => {
                         self.stats.records += 1;
                         f(WatchEvent::Series(&s))
@@ -384,16 +386,15 @@ impl WalWatcher {
                         self.stats.records_before_start += 1;
                         true
                     } else {
-                        self.samples.clear();
-                        if record::decode_samples(payload, &mut self.samples).is_err() {
+                        let Ok(samples) = self.decoder.decode_samples(ty, payload) else {
                             out = Drain::Corrupt;
                             break;
-                        }
+                        };
                         self.stats.records += 1;
                         f(WatchEvent::Samples {
                             pos,
                             end: endp,
-                            samples: &self.samples,
+                            samples,
                         })
                     }
                 }
@@ -583,7 +584,7 @@ mod tests {
         }
         let enc = cw.finish();
         record::encode_chunks(&mut cp, 1, [enc.as_slice()].into_iter());
-        write_checkpoint(&wal, upto, &cp).unwrap();
+        write_checkpoint(&wal, upto, &cp, super::super::Compression::None).unwrap();
         wr.log_samples(&[s(1, 4)]);
         wr.flush().unwrap();
         // a watcher that starts after the checkpoint gets no chunks
@@ -631,7 +632,7 @@ mod tests {
         let upto = wr.roll().unwrap();
         let mut cp = Vec::new();
         record::encode_series(&mut cp, [(1u64, &a)].into_iter());
-        write_checkpoint(&wal, upto, &cp).unwrap();
+        write_checkpoint(&wal, upto, &cp, super::super::Compression::None).unwrap();
         wr.log_samples(&[s(1, 4)]);
         wr.flush().unwrap();
         poll_all(&mut w, &mut seen);
@@ -691,5 +692,73 @@ mod tests {
             }
         }
         assert_eq!(got, vec![0, 1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn reads_compressed_and_plain_records_alike() {
+        use super::super::compress::{SNAPPY_BIT, ZSTD_BIT};
+        use super::super::Compression;
+        let d = tempfile::tempdir().unwrap();
+        let wal = d.path().join("wal");
+        let mut wr = WalWriter::create(&wal, 0, Duration::from_secs(1), 1 << 20).unwrap();
+        let a = Labels::from_pairs([("__name__", "a"), ("pod", "p".repeat(40).as_str())]);
+        let batch = |from: i64| -> Vec<RefSample> { (from..from + 30).map(|t| s(1, t)).collect() };
+        wr.set_compression(Compression::Snappy);
+        wr.log_series([(1u64, &a)].into_iter());
+        wr.log_samples(&batch(0));
+        wr.flush().unwrap();
+        wr.set_compression(Compression::None);
+        wr.log_samples(&batch(30));
+        wr.flush().unwrap();
+        wr.set_compression(Compression::Zstd);
+        wr.log_samples(&batch(60));
+        wr.flush().unwrap();
+        let tys: Vec<u8> = record::Frames::new(&std::fs::read(wal.join(segment_name(1))).unwrap())
+            .map(|f| f.unwrap().1)
+            .collect();
+        let (ser, smp) = (record::TYPE_SERIES, record::TYPE_SAMPLES);
+        assert_eq!(
+            tys,
+            vec![ser | SNAPPY_BIT, smp | SNAPPY_BIT, smp, smp | ZSTD_BIT]
+        );
+        let mut w = WalWatcher::new(&wal, WalPosition::default());
+        let mut seen = Seen::default();
+        poll_all(&mut w, &mut seen);
+        assert_eq!(seen.series, vec![(1, a.clone())]);
+        assert_eq!(ts(&seen), (0..90).collect::<Vec<_>>());
+        assert_eq!(w.stats().corruptions, 0);
+        // a zstd checkpoint replaces segment 1 (series and chunks compressed); a watcher
+        // resuming inside it gets the chunks
+        let upto = wr.roll().unwrap();
+        let mut cp = Vec::new();
+        record::encode_series(&mut cp, [(1u64, &a)].into_iter());
+        let mut cw = crate::chunk::ChunkWriter::new();
+        for t in 0..90 {
+            cw.append(t, t as f64);
+        }
+        let enc = cw.finish();
+        record::encode_chunks(&mut cp, 1, [enc.as_slice()].into_iter());
+        write_checkpoint(&wal, upto, &cp, Compression::Zstd).unwrap();
+        let cp_tys: Vec<u8> =
+            record::Frames::new(&std::fs::read(wal.join(checkpoint_name(upto))).unwrap())
+                .map(|f| f.unwrap().1)
+                .collect();
+        assert_eq!(cp_tys[0], ser | ZSTD_BIT);
+        wr.log_samples(&batch(90));
+        wr.flush().unwrap();
+        let mut w = WalWatcher::new(
+            &wal,
+            WalPosition {
+                segment: 1,
+                offset: 10,
+            },
+        );
+        let mut seen = Seen::default();
+        poll_all(&mut w, &mut seen);
+        assert_eq!(seen.series, vec![(1, a)]);
+        let cs: Vec<i64> = seen.chunk_samples.iter().map(|s| s.t).collect();
+        assert_eq!(cs, (0..90).collect::<Vec<_>>());
+        assert_eq!(ts(&seen), (90..120).collect::<Vec<_>>());
+        assert_eq!(w.stats().corruptions, 0);
     }
 }
