@@ -4,8 +4,8 @@
 //! [`import_files`] streams: memory stays bounded whatever the size of the input (it grows
 //! with the number of series, not of samples), and nothing is half-imported.
 //!
-//! 1. **Parse pass.** Every file is read once (memory-mapped, parsed with
-//!    [`crate::model::exposition`]). Each sample must carry a timestamp and valid labels and
+//! 1. **Parse pass.** Every file is read once, in pieces of whole lines, through
+//!    [`crate::model::exposition`]'s parser and the scraper's series cache. Each sample must carry a timestamp and valid labels and
 //!    must not repeat the previous sample's timestamp with another value; problems are
 //!    collected with file and line number. Samples are encoded straight into compressed
 //!    chunks, one open chunk per series, cut at 120 samples and at block-range boundaries
@@ -21,7 +21,7 @@
 //!    renamed into the data folder. A crash before the renames leaves only the staging
 //!    folder, which the next open of the database removes.
 //!
-//! Memory: the series' labels and open chunks, the spill buffer
+//! Memory: the series' labels, texts and open chunks, one piece of input, the spill buffer
 //! ([`ImportOptions::spill_buffer_bytes`], 32 MiB by default) and, while a block is written,
 //! that block range's chunks. A dry run spills into the system's temporary folder.
 //!
@@ -39,7 +39,8 @@ use inferdb_storage::block::{BlockMeta, BlockWriter};
 use inferdb_storage::chunk::{self, ChunkWriter};
 use inferdb_storage::{Db, Label, Labels, Options};
 
-use crate::model::exposition::{Entry, Format, Parser};
+use crate::model::exposition::{Entry, Format, Parser, ParserState};
+use crate::model::series_cache::SeriesCache;
 
 use spill::Spill;
 
@@ -229,26 +230,10 @@ impl From<std::io::Error> for AddError {
     }
 }
 
-/// How far (bytes) the parser gets ahead of the pages of the input handed back.
-const RELEASE_STEP: usize = 64 << 20;
-
-/// Drops the mapped pages of `map[from..to]` from this process (they are read again from the
-/// file, unchanged, if touched later), so that the resident memory of an import does not grow
-/// with the size of its input.
-#[allow(unsafe_code)] // madvise(MADV_DONTNEED) on the input's map
-fn release(map: &memmap2::Mmap, from: usize, to: usize) {
-    #[cfg(unix)]
-    if to > from {
-        // SAFETY: the mapping is a read-only private mapping of a file; MADV_DONTNEED only
-        // discards our copies of its pages, and a later access reads the same bytes from the
-        // file again. No reference into the range is invalidated.
-        let _ = unsafe {
-            map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, from, to - from)
-        };
-    }
-    #[cfg(not(unix))]
-    let _ = (map, from, to);
-}
+/// The input is read in pieces of about this many bytes, cut after a line break, each
+/// checked as UTF-8 and parsed before the next is read, so that memory does not grow with the
+/// size of a file.
+const PIECE_BYTES: usize = 8 << 20;
 
 fn progress_bar(len: u64, name: &str) -> indicatif::ProgressBar {
     let pb = indicatif::ProgressBar::new(len);
@@ -281,10 +266,17 @@ struct Parsed {
 struct Pass {
     bd: i64,
     allow_far_future: bool,
+    format: Format,
     stats: ImportStats,
     series: Vec<SeriesState>,
-    by_text: HashMap<Box<str>, u32>,
+    /// Series texts read so far and their index in `series` (the scraper's series cache:
+    /// a line whose series text is the expected one skips series and label parsing).
+    cache: SeriesCache<u32>,
     by_labels: HashMap<Labels, u32>,
+    /// The cache slot of the previous sample line of the current file.
+    prev: Option<u32>,
+    /// How many bytes of input are parsed at a time ([`PIECE_BYTES`]).
+    piece: usize,
     problems: Vec<Problem>,
     pairs: Vec<Label>,
     spill: Spill,
@@ -296,6 +288,8 @@ enum Stop {
     Problems,
     /// Writing the spill failed.
     Io(std::io::Error),
+    /// Reading the input failed.
+    Read(std::io::Error),
 }
 
 impl Pass {
@@ -312,17 +306,19 @@ impl Pass {
         Ok(())
     }
 
-    /// The series of a fully parsed sample (`series_text` as in the input); `None` after
-    /// recording a problem with its labels.
-    fn series_of(
+    /// The cache slot of a fully parsed sample's series, added on its first line; `None`
+    /// after recording a problem with its labels.
+    fn slot_of(
         &mut self,
         s: &crate::model::exposition::Sample<'_>,
-        series_text: &str,
         file: &Path,
         line: usize,
     ) -> Result<Option<u32>, Stop> {
-        if let Some(&i) = self.by_text.get(series_text) {
-            return Ok(Some(i));
+        let norm = s.labels.normalised_label();
+        if let Some(slot) = self.cache.lookup(s.series_text) {
+            if self.cache.normalised_label(slot) == norm {
+                return Ok(Some(slot));
+            }
         }
         self.pairs.clear();
         self.pairs.push(Label::new(
@@ -349,8 +345,27 @@ impl Pass {
                 i
             }
         };
-        self.by_text.insert(series_text.into(), i);
-        Ok(Some(i))
+        Ok(Some(self.cache.add_fresh(s.series_text, norm, Some(i))))
+    }
+
+    /// A sample line of the series in cache slot `slot`, with its value and timestamp.
+    fn slot_sample(
+        &mut self,
+        slot: u32,
+        t: Option<i64>,
+        v: f64,
+        file: &Path,
+        line: usize,
+    ) -> Result<(), Stop> {
+        self.prev = Some(slot);
+        let Some(t) = t else {
+            let text = self.cache.text_of(slot).to_string();
+            return self.problem(file, line, format!("sample {text} has no timestamp"));
+        };
+        let Some(&idx) = self.cache.slot(slot).series.as_ref() else {
+            return Ok(());
+        };
+        self.sample(idx, t, v, file, line)
     }
 
     /// Adds one sample of series `idx`.
@@ -388,84 +403,33 @@ impl Pass {
     }
 }
 
-/// Value and timestamp of the rest of a sample line after its series text and one space,
-/// when it is exactly `VALUE TIMESTAMP` as the exposition parser reads it; `None` for
-/// anything else (then the line goes through the full parser, which gives the same sample
-/// or the error).
-fn fast_value_ts(rest: &str, format: Format) -> Option<(i64, f64)> {
-    let sp = rest.find(' ')?;
-    let (vtok, ttok) = (&rest[..sp], &rest[sp + 1..]);
-    if vtok.is_empty() || ttok.is_empty() || vtok.contains('\t') || ttok.contains([' ', '\t']) {
-        return None;
-    }
-    let v = crate::model::exposition::parse_value(vtok)?;
-    let t = match format {
-        // digits only, as the exposition parser (and Prometheus) read text timestamps
-        Format::PromText if ttok.bytes().all(|c| c.is_ascii_digit()) => ttok.parse::<i64>().ok()?,
-        Format::PromText => return None,
-        Format::OpenMetrics => {
-            let f = crate::model::exposition::parse_value(ttok)?;
-            if !f.is_finite() {
-                return None;
-            }
-            (f * 1000.0).round() as i64
-        }
-    };
-    Some((t, v))
-}
-
-/// Parses one line with the full exposition parser, in the context of the family's `# TYPE`
-/// line (which decides how `le` and `quantile` values are normalised). Returns the entries.
-fn parse_line<'m>(
-    mini: &'m mut String,
-    type_line: Option<&str>,
-    line: &str,
-    format: Format,
-) -> Vec<Result<Entry<'m>, crate::model::exposition::ParseError>> {
-    mini.clear();
-    if let Some(t) = type_line {
-        mini.push_str(t);
-        mini.push('\n');
-    }
-    mini.push_str(line);
-    mini.push('\n');
-    if format == Format::OpenMetrics {
-        mini.push_str("# EOF\n");
-    }
-    let skip = usize::from(type_line.is_some());
-    let m: &'m String = mini;
-    Parser::new(m, format).skip(skip).collect()
-}
-
 /// The parse pass: reads every file once, validates each sample and streams finished chunks
 /// into `spill`. Problems are collected (at most [`MAX_REPORTED_PROBLEMS`]).
 ///
-/// Lines are split here. A sample line that starts with the previous sample's series text
-/// followed by ` VALUE TIMESTAMP` takes a fast path (the series and its labels were validated
-/// on its first line); every other line (comments, a new series, anything unusual) goes
-/// through [`crate::model::exposition::Parser`] with its family's `# TYPE` line, which
-/// gives the sample or the error. `# EOF` and what may follow it are checked here as the
-/// parser does.
-#[allow(unsafe_code)] // the input files are memory-mapped
+/// Each file is read in pieces ([`PIECE_BYTES`]) through the exposition parser, with the
+/// scraper's fast path: a line whose series text is the previous line's series, or the series
+/// first seen after it, gives its value and timestamp without the series and its labels being
+/// parsed again (they were validated on the series' first line).
 fn parse_all(files: &[PathBuf], opts: &ImportOptions, spill: Spill) -> Result<Parsed, ImportError> {
     let spill_dir = spill.dir().to_path_buf();
     let mut pass = Pass {
         bd: opts.block_duration_ms.max(1),
         allow_far_future: opts.allow_far_future,
+        format: opts.format,
         stats: ImportStats {
             min_time: i64::MAX,
             max_time: i64::MIN,
             ..Default::default()
         },
         series: Vec::new(),
-        by_text: HashMap::new(),
+        cache: SeriesCache::default(),
         by_labels: HashMap::new(),
+        prev: None,
+        piece: PIECE_BYTES,
         problems: Vec::new(),
         pairs: Vec::new(),
         spill,
     };
-    let format = opts.format;
-    let mut mini = String::new();
     for path in files {
         let f = fs::File::open(path).map_err(io_err(path))?;
         let len = f.metadata().map_err(io_err(path))?.len();
@@ -477,20 +441,9 @@ fn parse_all(files: &[PathBuf], opts: &ImportOptions, spill: Spill) -> Result<Pa
                 Err(_) => break,
             }
         }
-        // SAFETY: Rust requires the bytes of a borrowed map not to change while borrowed. We
-        // take that invariant the way ripgrep does for its memory maps (`MmapChoice::auto`):
-        // an import reads history files that nothing writes meanwhile, and the file is opened
-        // read-only and mapped privately, so this process never changes them. What this code
-        // does not rely on: the text being valid UTF-8 as a whole (each line is checked just
-        // before it is parsed, so bytes that differ from a first look cannot make an invalid
-        // `&str`), and pages staying resident (`release` drops them; a later access reads the
-        // file again).
-        let map = unsafe { memmap2::Mmap::map(&f) }.map_err(io_err(path))?;
-        #[cfg(unix)]
-        let _ = map.advise(memmap2::Advice::Sequential);
         let pb = (opts.progress && len >= PROGRESS_MIN_BYTES)
             .then(|| progress_bar(len, &path.display().to_string()));
-        let r = parse_text(&mut pass, &mut mini, path, &map, format, pb.as_ref());
+        let r = parse_file(&mut pass, path, f, pb.as_ref());
         if let Some(pb) = pb {
             pb.finish_and_clear();
         }
@@ -500,6 +453,12 @@ fn parse_all(files: &[PathBuf], opts: &ImportOptions, spill: Spill) -> Result<Pa
             Err(Stop::Io(e)) => {
                 return Err(ImportError::Io {
                     path: spill_dir,
+                    source: e,
+                })
+            }
+            Err(Stop::Read(e)) => {
+                return Err(ImportError::Io {
+                    path: path.clone(),
                     source: e,
                 })
             }
@@ -521,109 +480,137 @@ fn parse_all(files: &[PathBuf], opts: &ImportOptions, spill: Spill) -> Result<Pa
     })
 }
 
-/// Parses one file's text (see [`parse_all`]), line by line; a line that is not UTF-8 is a
-/// problem of that line.
-fn parse_text(
+/// Reads one file in pieces cut after a line break and parses each (see [`parse_all`]).
+fn parse_file(
     pass: &mut Pass,
-    mini: &mut String,
     path: &Path,
-    map: &memmap2::Mmap,
-    format: Format,
+    mut f: fs::File,
     pb: Option<&indicatif::ProgressBar>,
 ) -> Result<(), Stop> {
-    let bytes: &[u8] = map;
-    let mut pos = 0usize;
-    let mut lineno = 0usize;
-    let mut released = 0usize;
-    let mut type_line: Option<&str> = None;
-    let mut eof_seen = false;
-    // the series of the previous sample line: its text in the input and its index
-    let mut prev: Option<(&str, u32)> = None;
-    while pos < bytes.len() {
-        let end = memchr::memchr(b'\n', &bytes[pos..]).map_or(bytes.len(), |i| pos + i);
-        let raw = std::str::from_utf8(&bytes[pos..end]);
-        pos = if end < bytes.len() { end + 1 } else { end };
-        lineno += 1;
-        let Ok(raw) = raw else {
-            pass.problem(path, lineno, "invalid UTF-8".into())?;
-            continue;
-        };
-        let line = raw.strip_suffix('\r').unwrap_or(raw);
-        if lineno & 0xffff == 0 {
-            if let Some(pb) = pb {
-                pb.set_position(pos as u64);
-            }
-            // Pages of the file behind the parser are handed back as it goes.
-            if pos >= released + 2 * RELEASE_STEP {
-                release(map, released, pos - RELEASE_STEP);
-                released = pos - RELEASE_STEP;
-            }
-        }
-        if let Some((p, idx)) = prev {
-            if let Some(rest) = line.strip_prefix(p).and_then(|r| r.strip_prefix(' ')) {
-                if !eof_seen {
-                    if let Some((t, v)) = fast_value_ts(rest, format) {
-                        pass.sample(idx, t, v, path, lineno)?;
-                        continue;
-                    }
+    use std::io::Read;
+    pass.prev = None;
+    let mut state = ParserState::start();
+    let mut buf: Vec<u8> = Vec::with_capacity(pass.piece + (64 << 10));
+    let mut done = 0u64;
+    let mut want = pass.piece;
+    let mut at_end = false;
+    loop {
+        while !at_end && buf.len() < want {
+            let old = buf.len();
+            buf.resize(want.max(old + pass.piece.min(64 << 10)), 0);
+            let n = loop {
+                match f.read(&mut buf[old..]) {
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    r => break r,
                 }
-            }
+            };
+            let n = match n {
+                Ok(n) => n,
+                Err(e) => return Err(Stop::Read(e)),
+            };
+            buf.truncate(old + n);
+            at_end = n == 0;
         }
-        if eof_seen {
-            if line.trim().is_empty() && pos >= bytes.len() {
-                continue;
-            }
-            return pass.problem(path, lineno, "unexpected data after # EOF".into());
-        }
-        if line.trim().is_empty() {
-            continue;
-        }
-        if let Some(body) = line.strip_prefix('#') {
-            if (format == Format::OpenMetrics && body == " EOF")
-                || (format == Format::PromText && body.trim() == "EOF")
-            {
-                eof_seen = true;
-                continue;
-            }
-            for e in parse_line(mini, None, line, format) {
-                match e {
-                    Ok(Entry::Type { .. }) => type_line = Some(line),
-                    Ok(_) => {}
-                    Err(e) => pass.problem(path, lineno, e.reason)?,
-                }
-            }
-            continue;
-        }
-        let body = line.trim_start_matches([' ', '\t']);
-        prev = None;
-        for e in parse_line(mini, type_line, body, format) {
-            let s = match e {
-                Ok(Entry::Sample(s)) => s,
-                Ok(_) => continue,
-                Err(e) => {
-                    pass.problem(path, lineno, e.reason)?;
+        let cut = if at_end {
+            buf.len()
+        } else {
+            match memchr::memrchr(b'\n', &buf) {
+                Some(i) => i + 1,
+                None => {
+                    // a line longer than a piece: read on until it ends
+                    want = buf.len() * 2;
                     continue;
                 }
-            };
-            let Some(t) = s.timestamp_ms else {
-                pass.problem(
-                    path,
-                    lineno,
-                    format!("sample {} has no timestamp", s.series_text),
-                )?;
-                continue;
-            };
-            let series_text = &body[..s.series_text.len()];
-            let Some(idx) = pass.series_of(&s, series_text, path, lineno)? else {
-                continue;
-            };
-            prev = Some((series_text, idx));
-            pass.sample(idx, t, s.value, path, lineno)?;
+            }
+        };
+        want = pass.piece;
+        parse_piece(pass, path, &buf[..cut], &mut state, at_end)?;
+        done += cut as u64;
+        if let Some(pb) = pb {
+            pb.set_position(done);
+        }
+        buf.drain(..cut);
+        if at_end {
+            return Ok(());
         }
     }
-    if format == Format::OpenMetrics && !eof_seen {
-        pass.problem(path, lineno, "data does not end with # EOF".into())?;
+}
+
+/// Parses one piece of a file, whole lines; a line that is not UTF-8 is a problem of that
+/// line, and the lines after it are read.
+fn parse_piece(
+    pass: &mut Pass,
+    path: &Path,
+    mut bytes: &[u8],
+    state: &mut ParserState,
+    ends_file: bool,
+) -> Result<(), Stop> {
+    loop {
+        let (good, bad) = match std::str::from_utf8(bytes) {
+            Ok(text) => return parse_text(pass, path, text, state, ends_file),
+            Err(e) => {
+                // the lines before the one with the invalid byte
+                let start = memchr::memrchr(b'\n', &bytes[..e.valid_up_to()]).map_or(0, |i| i + 1);
+                (&bytes[..start], start)
+            }
+        };
+        if let Ok(text) = std::str::from_utf8(good) {
+            parse_text(pass, path, text, state, false)?;
+        }
+        state.skip_line();
+        pass.problem(path, state.line(), "invalid UTF-8".into())?;
+        bytes = match memchr::memchr(b'\n', &bytes[bad..]) {
+            Some(i) => &bytes[bad + i + 1..],
+            None => &[],
+        };
     }
+}
+
+/// Parses whole lines of a file, going on from `state`.
+fn parse_text(
+    pass: &mut Pass,
+    path: &Path,
+    text: &str,
+    state: &mut ParserState,
+    ends_file: bool,
+) -> Result<(), Stop> {
+    let mut p = Parser::resume(text, pass.format, *state, ends_file);
+    loop {
+        if let Some(k) = pass.prev {
+            // the previous line's series again (a series' samples in a run), or the series
+            // first seen after it (samples in scrape order)
+            let mut hit = None;
+            for slot in [k, k + 1] {
+                if slot as usize >= pass.cache.total()
+                    || pass.cache.normalised_label(slot) != p.normalise()
+                {
+                    continue;
+                }
+                if let Some(r) = p.next_known(pass.cache.text_of(slot)) {
+                    hit = Some((slot, r));
+                    break;
+                }
+            }
+            if let Some((slot, r)) = hit {
+                match r {
+                    Ok((v, t)) => pass.slot_sample(slot, t, v, path, p.line())?,
+                    Err(e) => pass.problem(path, e.line, e.reason)?,
+                }
+                continue;
+            }
+        }
+        let Some(e) = p.next() else { break };
+        match e {
+            Ok(Entry::Sample(s)) => {
+                if let Some(slot) = pass.slot_of(&s, path, p.line())? {
+                    pass.slot_sample(slot, s.timestamp_ms, s.value, path, p.line())?;
+                }
+            }
+            Ok(_) => {}
+            Err(e) => pass.problem(path, e.line, e.reason)?,
+        }
+    }
+    *state = p.state();
     Ok(())
 }
 
@@ -854,6 +841,82 @@ mod tests {
             .collect();
         assert_eq!(first, vec![(3, 3.0), (4, 4.0), (5, 5.0), (999, 999.0)]);
         assert_eq!(dups, 0);
+    }
+
+    /// Parses `text` as one OpenMetrics file read in pieces of `piece` bytes: the problems
+    /// (line and reason), the samples, each series' labels and its samples.
+    fn parse_in_pieces(text: &[u8], piece: usize) -> (Vec<(usize, String)>, u64, Vec<String>) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("in.om");
+        fs::write(&path, text).unwrap();
+        let mut pass = Pass {
+            bd: 1000,
+            allow_far_future: false,
+            format: Format::OpenMetrics,
+            stats: ImportStats::default(),
+            series: Vec::new(),
+            cache: SeriesCache::default(),
+            by_labels: HashMap::new(),
+            prev: None,
+            piece,
+            problems: Vec::new(),
+            pairs: Vec::new(),
+            spill: Spill::new(dir.path().join("spill"), 1 << 20),
+        };
+        let f = fs::File::open(&path).unwrap();
+        assert!(matches!(parse_file(&mut pass, &path, f, None), Ok(())));
+        let series = pass
+            .series
+            .iter()
+            .map(|s| format!("{} {:?}", s.labels, s.last))
+            .collect();
+        let problems = pass
+            .problems
+            .iter()
+            .map(|p| (p.line, p.reason.clone()))
+            .collect();
+        (problems, pass.stats.samples, series)
+    }
+
+    /// A file read in pieces of any size gives the same series, samples and problems (with
+    /// the same line numbers) as when read whole: pieces cut inside a family, a line longer
+    /// than a piece, a line that is not UTF-8, a missing timestamp, a bad value.
+    #[test]
+    fn pieces_of_any_size_read_the_same() {
+        let mut text = Vec::new();
+        text.extend_from_slice(b"# TYPE h histogram\n");
+        for t in 0..20 {
+            for le in ["0.5", "1", "+Inf"] {
+                text.extend_from_slice(format!("h_bucket{{le=\"{le}\"}} {t} {t}.5\n").as_bytes());
+            }
+        }
+        text.extend_from_slice(b"# TYPE g gauge\n");
+        text.extend_from_slice(b"g{a=\"\xff\"} 1 1\n");
+        text.extend_from_slice(format!("g{{a=\"{}\"}} 1 1\n", "x".repeat(300)).as_bytes());
+        text.extend_from_slice(b"g 1\ng 2 2\ng x 3\ng 3 3\n# EOF\n");
+        let whole = parse_in_pieces(&text, PIECE_BYTES);
+        assert_eq!(
+            whole.0,
+            vec![
+                (63, "invalid UTF-8".to_string()),
+                (65, "sample g has no timestamp".to_string()),
+                (67, "invalid value \"x\"".to_string()),
+            ]
+        );
+        assert_eq!(whole.1, 20 * 3 + 3);
+        assert_eq!(whole.2.len(), 3 + 2);
+        assert!(whole.2[1].contains("le=\"1.0\""), "{:?}", whole.2);
+        for piece in [1, 7, 64, 100, 1000] {
+            assert_eq!(
+                parse_in_pieces(&text, piece),
+                whole,
+                "pieces of {piece} bytes"
+            );
+        }
+        // a file cut off before its `# EOF`
+        let cut = &text[..text.len() - 6];
+        let (problems, ..) = parse_in_pieces(cut, 7);
+        assert_eq!(problems.last().unwrap().1, "data does not end with # EOF");
     }
 
     #[test]

@@ -1,11 +1,10 @@
 //! Scraping: targets from the configuration, scrape loops, the HTTP client of targets, the
-//! per-target series cache, reloads.
+//! reloads.
 //!
 //! Entry points: [`run_scraper`] (or [`manager::run_with_reload`] for reloads) runs the
 //! scrape loops of a [`crate::config::Config`] into any [`crate::model::sink::SampleSink`]
 //! (`inferdb_storage::Db` implements it; [`crate::model::sink::MemorySink`] is for tests).
 
-mod cache;
 mod http;
 pub mod manager;
 pub mod target;

@@ -16,7 +16,6 @@ use std::time::{Duration, Instant};
 use inferdb_storage::{stale_nan, Label, Labels};
 use parking_lot::Mutex;
 
-use super::cache::{MetaLines, SeriesCache};
 use super::http::{HttpTarget, Outcome, Page, PooledBuf, RequestSpec};
 use crate::config::http::Secret;
 use crate::config::{Config, ScrapeConfig};
@@ -25,6 +24,7 @@ use crate::discovery::TargetGroup;
 use crate::metrics::{self, Counter, Histogram};
 use crate::model::exposition::{self, Entry, Format, MetricType};
 use crate::model::relabel::{relabel, LabelMap, RelabelConfig};
+use crate::model::series_cache::{MetaLines, SeriesCache};
 use crate::model::sink::{AppendStats, SampleSink, SeriesHandle, SinkError, SinkSample};
 
 static EXCEEDED_BODY_SIZE: LazyLock<Counter> = LazyLock::new(|| {

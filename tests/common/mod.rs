@@ -158,6 +158,33 @@ pub fn open_db(dir: &Path) -> inferdb_storage::Db {
     .unwrap()
 }
 
+/// Every file of `fuzz/corpus/<target>/`, in name order, with its bytes: what a test that
+/// replays a fuzz target's corpus on stable Rust reads. Fails when there are fewer than
+/// `at_least`.
+pub fn fuzz_corpus(target: &str, at_least: usize) -> Vec<(PathBuf, Vec<u8>)> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("fuzz/corpus")
+        .join(target);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.is_file())
+        .collect();
+    files.sort();
+    assert!(
+        files.len() >= at_least,
+        "{target}'s corpus has only {} files",
+        files.len()
+    );
+    files
+        .into_iter()
+        .map(|p| {
+            let bytes = std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+            (p, bytes)
+        })
+        .collect()
+}
+
 /// A free TCP port on 127.0.0.1.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

@@ -27,11 +27,13 @@
 //! Errors carry the 1-based line number and the reason; the iterator goes on with the next
 //! line after an error, so a caller may choose to skip bad lines.
 
+mod fuzz;
 mod lex;
 
 use std::borrow::Cow;
 use std::fmt;
 
+pub use fuzz::fuzz_parse;
 pub use lex::{format_openmetrics_float, parse_value};
 
 /// Which text format a page is in.
@@ -266,8 +268,43 @@ pub struct Parser<'a> {
     mtype: MetricType,
     eof_seen: bool,
     done: bool,
+    /// Whether the input ends the page (else it is a piece of a longer one, see
+    /// [`Parser::resume`]).
+    ends_page: bool,
     /// Start and end (line break excluded) of the line read last.
     last: (usize, usize),
+}
+
+/// Where a [`Parser`] stands at the end of one piece of a page, for [`Parser::resume`] to go
+/// on with the next piece: the line count, the current family's type, whether OpenMetrics'
+/// `# EOF` was read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ParserState {
+    line: usize,
+    mtype: MetricType,
+    eof_seen: bool,
+}
+
+impl ParserState {
+    /// The state at a page's start.
+    pub fn start() -> Self {
+        ParserState {
+            line: 0,
+            mtype: MetricType::Unknown,
+            eof_seen: false,
+        }
+    }
+
+    /// Counts a line the caller read itself (one it could not hand to the parser, e.g. bytes
+    /// that are not UTF-8).
+    pub fn skip_line(&mut self) {
+        self.line += 1;
+    }
+
+    /// The number of lines read so far.
+    pub fn line(&self) -> usize {
+        self.line
+    }
 }
 
 /// Parses `input` in `format`; a shorthand for [`Parser::new`].
@@ -278,16 +315,39 @@ pub fn parse(input: &str, format: Format) -> Parser<'_> {
 impl<'a> Parser<'a> {
     /// A parser over a whole page.
     pub fn new(input: &'a str, format: Format) -> Self {
+        Self::resume(input, format, ParserState::start(), true)
+    }
+
+    /// A parser over `input`, a piece of a longer page cut after a line break, going on from
+    /// `state` ([`Parser::state`] at the end of the piece before, or [`ParserState::start`]).
+    /// `ends_page`: whether the page ends with this piece (only then does OpenMetrics' missing
+    /// `# EOF` count). Lets a reader parse a page larger than it wants in memory at once.
+    pub fn resume(input: &'a str, format: Format, state: ParserState, ends_page: bool) -> Self {
         Parser {
             input,
             pos: 0,
-            line: 0,
+            line: state.line,
             format,
-            mtype: MetricType::Unknown,
-            eof_seen: false,
+            mtype: state.mtype,
+            eof_seen: state.eof_seen,
             done: false,
+            ends_page,
             last: (0, 0),
         }
+    }
+
+    /// Where the parser stands, for [`Parser::resume`].
+    pub fn state(&self) -> ParserState {
+        ParserState {
+            line: self.line,
+            mtype: self.mtype,
+            eof_seen: self.eof_seen,
+        }
+    }
+
+    /// The 1-based number of the line read last (0 before the first).
+    pub fn line(&self) -> usize {
+        self.line
     }
 
     /// The format being parsed.
@@ -452,8 +512,9 @@ impl<'a> Parser<'a> {
     }
 
     /// The label whose values are normalised in the current family (`le` in histograms,
-    /// `quantile` in summaries).
-    fn normalise(&self) -> Option<&'static str> {
+    /// `quantile` in summaries): what [`LabelSet::normalised_label`] of a sample read now
+    /// would say.
+    pub fn normalise(&self) -> Option<&'static str> {
         match self.mtype {
             MetricType::Histogram | MetricType::GaugeHistogram => Some("le"),
             MetricType::Summary => Some("quantile"),
@@ -615,7 +676,7 @@ impl<'a> Iterator for Parser<'a> {
         loop {
             let Some(line) = self.next_line() else {
                 self.done = true;
-                if self.format == Format::OpenMetrics && !self.eof_seen {
+                if self.format == Format::OpenMetrics && !self.eof_seen && self.ends_page {
                     return Some(Err(self.err("data does not end with # EOF")));
                 }
                 return None;

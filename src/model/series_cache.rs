@@ -1,11 +1,14 @@
-//! The series cache of one scrape loop: every series of the target's last successful page, in
-//! page order, keyed by its series text (name and label set exactly as written).
+//! The series cache of one scrape loop (every series of the target's last successful page, in
+//! page order) or of one import (every series of the input, in the order first seen), keyed by
+//! its series text (name and label set exactly as written).
 //!
 //! The texts live in one buffer in page order, so the common scrape (the same series in the
 //! same order as last time) checks each line against the next expected text with one
 //! comparison over memory read front to back, and parses neither the series nor its labels
 //! ([`crate::model::exposition::Parser::next_known`]); other lines are looked up by hash. The
-//! layout is rebuilt only after a scrape whose series or order changed.
+//! layout is rebuilt only after a scrape whose series or order changed. An import keeps every
+//! series it meets as new in one long "scrape" and offers the parser the series of the line
+//! before and the one first seen after it.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -49,9 +52,10 @@ impl Norm {
     }
 }
 
-/// One cached series.
+/// One cached series; `H` is what its reader keeps for it (a scrape's [`SeriesHandle`], an
+/// import's series index).
 #[derive(Debug)]
-pub(crate) struct Slot {
+pub(crate) struct Slot<H> {
     start: u32,
     len: u32,
     /// The next slot whose text has the same hash.
@@ -60,19 +64,19 @@ pub(crate) struct Slot {
     /// The scrape generation that last saw the series.
     pub(crate) last_seen: u64,
     /// `None`: dropped by metric relabelling (kept so that its labels are not rebuilt).
-    pub(crate) series: Option<SeriesHandle>,
+    pub(crate) series: Option<H>,
 }
 
 /// See the module docs. Slot indices: `0..len()` are the cached series in the last page's
 /// order; during a scrape, series new on the page get the indices after them until
 /// [`SeriesCache::commit`] (or [`SeriesCache::discard`]).
-#[derive(Debug, Default)]
-pub(crate) struct SeriesCache {
+#[derive(Debug)]
+pub(crate) struct SeriesCache<H = SeriesHandle> {
     text: String,
-    slots: Vec<Slot>,
+    slots: Vec<Slot<H>>,
     index: HashMap<u64, u32, BuildHasherDefault<FxHasher>>,
     fresh_text: String,
-    fresh: Vec<Slot>,
+    fresh: Vec<Slot<H>>,
     /// Slots in this scrape's page order.
     order: Vec<u32>,
     /// Whether `order` is `0, 1, 2, ...` so far.
@@ -81,10 +85,30 @@ pub(crate) struct SeriesCache {
     relabelled: bool,
 }
 
-impl SeriesCache {
+impl<H> Default for SeriesCache<H> {
+    fn default() -> Self {
+        SeriesCache {
+            text: String::new(),
+            slots: Vec::new(),
+            index: HashMap::default(),
+            fresh_text: String::new(),
+            fresh: Vec::new(),
+            order: Vec::new(),
+            in_order: false,
+            relabelled: false,
+        }
+    }
+}
+
+impl<H> SeriesCache<H> {
     /// The number of cached series (those of the last successful page).
     pub(crate) fn len(&self) -> usize {
         self.slots.len()
+    }
+
+    /// The number of slots: the cached series and those new in this scrape.
+    pub(crate) fn total(&self) -> usize {
+        self.slots.len() + self.fresh.len()
     }
 
     /// Starts a scrape.
@@ -116,7 +140,7 @@ impl SeriesCache {
 
     /// Slot `i` (cached or new in this scrape).
     #[inline]
-    pub(crate) fn slot(&self, i: u32) -> &Slot {
+    pub(crate) fn slot(&self, i: u32) -> &Slot<H> {
         let n = self.slots.len();
         match (i as usize).checked_sub(n) {
             None => &self.slots[i as usize],
@@ -126,7 +150,7 @@ impl SeriesCache {
 
     /// Slot `i`, mutably.
     #[inline]
-    pub(crate) fn slot_mut(&mut self, i: u32) -> &mut Slot {
+    pub(crate) fn slot_mut(&mut self, i: u32) -> &mut Slot<H> {
         let n = self.slots.len();
         match (i as usize).checked_sub(n) {
             None => &mut self.slots[i as usize],
@@ -156,7 +180,7 @@ impl SeriesCache {
         &mut self,
         text: &str,
         normalised: Option<&'static str>,
-        series: Option<SeriesHandle>,
+        series: Option<H>,
     ) -> u32 {
         let i = (self.slots.len() + self.fresh.len()) as u32;
         let h = hash_text(text);
@@ -183,17 +207,40 @@ impl SeriesCache {
         self.order.push(i);
     }
 
-    /// Notes that a handle got its labels back.
-    pub(crate) fn note_relabelled(&mut self) {
-        self.relabelled = true;
-    }
-
     /// Cached slots with a series.
-    pub(crate) fn handles(&self) -> impl Iterator<Item = (u32, &SeriesHandle)> {
+    pub(crate) fn handles(&self) -> impl Iterator<Item = (u32, &H)> {
         self.slots
             .iter()
             .enumerate()
             .filter_map(|(i, s)| s.series.as_ref().map(|h| (i as u32, h)))
+    }
+
+    /// Ends a failed scrape: series first seen in it are forgotten.
+    pub(crate) fn discard(&mut self) {
+        if !self.fresh.is_empty() {
+            // their index entries point past the cached slots: rebuild the index
+            self.index.clear();
+            for i in 0..self.slots.len() {
+                let t = &self.text[self.slots[i].start as usize
+                    ..(self.slots[i].start + self.slots[i].len) as usize];
+                self.slots[i].chain = self.index.insert(hash_text(t), i as u32).unwrap_or(NONE);
+            }
+        }
+        self.fresh.clear();
+        self.fresh_text.clear();
+        self.order.clear();
+    }
+
+    /// Forgets every series.
+    pub(crate) fn clear(&mut self) {
+        *self = SeriesCache::default();
+    }
+}
+
+impl SeriesCache<SeriesHandle> {
+    /// Notes that a handle got its labels back.
+    pub(crate) fn note_relabelled(&mut self) {
+        self.relabelled = true;
     }
 
     /// Ends a successful scrape: the cache becomes this page's series in its order (series
@@ -220,7 +267,7 @@ impl SeriesCache {
         let n = self.slots.len() as u32;
         let old_text = std::mem::take(&mut self.text);
         let fresh_text = std::mem::take(&mut self.fresh_text);
-        let mut old: Vec<Option<Slot>> = self
+        let mut old: Vec<Option<Slot<SeriesHandle>>> = self
             .slots
             .drain(..)
             .chain(self.fresh.drain(..))
@@ -250,27 +297,6 @@ impl SeriesCache {
             self.slots.push(s);
         }
         self.slots.shrink_to_fit();
-    }
-
-    /// Ends a failed scrape: series first seen in it are forgotten.
-    pub(crate) fn discard(&mut self) {
-        if !self.fresh.is_empty() {
-            // their index entries point past the cached slots: rebuild the index
-            self.index.clear();
-            for i in 0..self.slots.len() {
-                let t = &self.text[self.slots[i].start as usize
-                    ..(self.slots[i].start + self.slots[i].len) as usize];
-                self.slots[i].chain = self.index.insert(hash_text(t), i as u32).unwrap_or(NONE);
-            }
-        }
-        self.fresh.clear();
-        self.fresh_text.clear();
-        self.order.clear();
-    }
-
-    /// Forgets every series.
-    pub(crate) fn clear(&mut self) {
-        *self = SeriesCache::default();
     }
 }
 
