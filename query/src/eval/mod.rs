@@ -135,6 +135,9 @@ pub(crate) struct Evaluator<'a> {
     pub(crate) group_cache: HashMap<(usize, usize), (Metric, u64, Metric)>,
     /// Time spent sorting a range query's result (Prometheus' `result_sort` slice).
     pub(crate) sort_time: std::time::Duration,
+    /// `label_replace` regexes compiled by this query, by pattern: compiled once, not per
+    /// step.
+    regexes: HashMap<String, std::sync::Arc<regex::Regex>>,
 }
 
 impl<'a> Evaluator<'a> {
@@ -161,7 +164,22 @@ impl<'a> Evaluator<'a> {
             multi_step: start != end,
             group_cache: HashMap::new(),
             sort_time: std::time::Duration::ZERO,
+            regexes: HashMap::new(),
         }
+    }
+
+    /// The compiled `label_replace` regex of `pattern` (compiled on first use by this
+    /// query), or Prometheus' error for it.
+    pub(crate) fn label_replace_regex(
+        &mut self,
+        pattern: &str,
+    ) -> EvalResult<std::sync::Arc<regex::Regex>> {
+        if let Some(r) = self.regexes.get(pattern) {
+            return Ok(r.clone());
+        }
+        let r = std::sync::Arc::new(functions::labels::label_replace_regex(pattern)?);
+        self.regexes.insert(pattern.to_string(), r.clone());
+        Ok(r)
     }
 
     pub(crate) fn take_annotations(&mut self) -> Annotations {
@@ -543,6 +561,7 @@ impl<'a> Evaluator<'a> {
             multi_step: self.multi_step,
             group_cache: HashMap::new(),
             sort_time: std::time::Duration::ZERO,
+            regexes: self.regexes.clone(),
         }
     }
 

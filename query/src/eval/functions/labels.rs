@@ -21,35 +21,55 @@ fn set_label(l: &Labels, name: &str, value: &str) -> Labels {
     Labels::new(v)
 }
 
-/// `label_replace(v, dst, replacement, src, regex)`.
-pub(crate) fn label_replace(
-    mut v: Vector,
-    dst: &str,
-    repl: &str,
-    src: &str,
-    regex: &str,
-) -> EvalResult<Vector> {
-    let re = match inferdb_storage::re2::compile_anchored(regex) {
-        Ok(r) => r,
-        Err(_) => {
-            return err(format!(
-                "invalid regular expression in label_replace(): {}",
-                String::from_utf8_lossy(&crate::parser::go_bytes(regex))
-            ))
-        }
-    };
+/// The regex of `label_replace`, anchored, or Prometheus' error for it.
+pub(crate) fn label_replace_regex(regex: &str) -> EvalResult<regex::Regex> {
+    match inferdb_storage::re2::compile_anchored(regex) {
+        Ok(r) => Ok(r),
+        Err(_) => err(format!(
+            "invalid regular expression in label_replace(): {}",
+            String::from_utf8_lossy(&crate::parser::go_bytes(regex))
+        )),
+    }
+}
+
+/// Checks `label_replace`'s destination label name.
+pub(crate) fn check_replace_dst(dst: &str) -> EvalResult<()> {
     if !valid_label_name(dst) {
         return err(format!(
             "invalid destination label name in label_replace(): {}",
             String::from_utf8_lossy(&crate::parser::go_bytes(dst))
         ));
     }
+    Ok(())
+}
+
+/// `label_replace` on one label set: the new labels, or `None` when the regex does not
+/// match (the labels stay as they are).
+pub(crate) fn replace_labels(
+    l: &Labels,
+    re: &regex::Regex,
+    dst: &str,
+    repl: &str,
+    src: &str,
+) -> Option<Labels> {
+    let caps = re.captures(l.get(src).unwrap_or(""))?;
+    let mut res = String::new();
+    caps.expand(repl, &mut res);
+    Some(set_label(l, dst, &res))
+}
+
+/// `label_replace(v, dst, replacement, src, regex)` with the regex already compiled.
+pub(crate) fn label_replace(
+    mut v: Vector,
+    dst: &str,
+    repl: &str,
+    src: &str,
+    re: &regex::Regex,
+) -> EvalResult<Vector> {
+    check_replace_dst(dst)?;
     for s in v.iter_mut() {
-        let src_val = s.metric.get(src).unwrap_or("").to_string();
-        if let Some(caps) = re.captures(&src_val) {
-            let mut res = String::new();
-            caps.expand(repl, &mut res);
-            s.metric = set_label(&s.metric, dst, &res).into();
+        if let Some(l) = replace_labels(&s.metric, re, dst, repl, src) {
+            s.metric = l.into();
             if dst == METRIC_NAME {
                 s.drop_name = false;
             }
@@ -59,13 +79,8 @@ pub(crate) fn label_replace(
     Ok(v)
 }
 
-/// `label_join(v, dst, separator, src...)`.
-pub(crate) fn label_join(
-    mut v: Vector,
-    dst: &str,
-    sep: &str,
-    srcs: &[String],
-) -> EvalResult<Vector> {
+/// Checks `label_join`'s source and destination label names.
+pub(crate) fn check_join_names(dst: &str, srcs: &[String]) -> EvalResult<()> {
     for s in srcs {
         if !valid_label_name(s) {
             return err(format!("invalid source label name in label_join(): {s}"));
@@ -76,10 +91,25 @@ pub(crate) fn label_join(
             "invalid destination label name in label_join(): {dst}"
         ));
     }
+    Ok(())
+}
+
+/// `label_join` on one label set.
+pub(crate) fn join_labels(l: &Labels, dst: &str, sep: &str, srcs: &[String]) -> Labels {
+    let vals: Vec<&str> = srcs.iter().map(|n| l.get(n).unwrap_or("")).collect();
+    set_label(l, dst, &vals.join(sep))
+}
+
+/// `label_join(v, dst, separator, src...)`.
+pub(crate) fn label_join(
+    mut v: Vector,
+    dst: &str,
+    sep: &str,
+    srcs: &[String],
+) -> EvalResult<Vector> {
+    check_join_names(dst, srcs)?;
     for s in v.iter_mut() {
-        let vals: Vec<&str> = srcs.iter().map(|n| s.metric.get(n).unwrap_or("")).collect();
-        let joined = vals.join(sep);
-        s.metric = set_label(&s.metric, dst, &joined).into();
+        s.metric = join_labels(&s.metric, dst, sep, srcs).into();
         if dst == METRIC_NAME {
             s.drop_name = false;
         }
@@ -196,12 +226,14 @@ mod tests {
     #[test]
     fn replace_and_join() {
         let v = vec![s(&[("src", "a-1")], 1.0), s(&[("src", "b-2")], 2.0)];
-        let out = label_replace(v.clone(), "dst", "x$1", "src", ".*-(.*)").unwrap();
+        let re = |p: &str| label_replace_regex(p).unwrap();
+        let out = label_replace(v.clone(), "dst", "x$1", "src", &re(".*-(.*)")).unwrap();
         assert_eq!(out[0].metric.get("dst"), Some("x1"));
         assert_eq!(out[1].metric.get("dst"), Some("x2"));
-        assert!(label_replace(v.clone(), "dst", "", "src", "(").is_err());
+        assert!(label_replace_regex("(").is_err());
+        assert!(label_replace(v.clone(), "", "", "src", &re(".*")).is_err());
         // Deleting the only distinguishing label collides.
-        assert!(label_replace(v.clone(), "src", "", "src", ".*").is_err());
+        assert!(label_replace(v.clone(), "src", "", "src", &re(".*")).is_err());
         let j = label_join(v, "j", "+", &["src".into(), "src".into()]).unwrap();
         assert_eq!(j[0].metric.get("j"), Some("a-1+a-1"));
     }

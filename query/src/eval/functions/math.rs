@@ -26,13 +26,24 @@ pub fn quantile(q: f64, values: &mut [f64]) -> f64 {
     if q > 1.0 {
         return f64::INFINITY;
     }
-    // NaNs sort first, as Prometheus' value heap orders them.
-    values.sort_by(|a, b| match (a.is_nan(), b.is_nan()) {
+    values.sort_by(quantile_order);
+    quantile_sorted(q, values)
+}
+
+/// The order [`quantile`] sorts values in: NaNs first, as Prometheus' value heap orders
+/// them; -0 and +0 equal (a stable sort keeps them in input order).
+pub fn quantile_order(a: &f64, b: &f64) -> std::cmp::Ordering {
+    match (a.is_nan(), b.is_nan()) {
         (true, true) => std::cmp::Ordering::Equal,
         (true, false) => std::cmp::Ordering::Less,
         (false, true) => std::cmp::Ordering::Greater,
         _ => a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal),
-    });
+    }
+}
+
+/// [`quantile`] of values already sorted by [`quantile_order`] (not empty, `q` within
+/// [0, 1]).
+pub fn quantile_sorted(q: f64, values: &[f64]) -> f64 {
     let n = values.len() as f64;
     let rank = q * (n - 1.0);
     let lower = rank.floor().max(0.0);

@@ -150,6 +150,7 @@ pub(crate) fn eval_call(ev: &mut Evaluator<'_>, expr: &Expr, c: &Call, ts: i64) 
             let repl = eval_string(ev, args[2], ts)?;
             let src = eval_string(ev, args[3], ts)?;
             let re = eval_string(ev, args[4], ts)?;
+            let re = ev.label_replace_regex(&re)?;
             return labels::label_replace(v, &dst, &repl, &src, &re).map(Val::Vector);
         }
         "label_join" => {
