@@ -3,7 +3,10 @@
 //! differential test of imported history against Prometheus (`tests/cli_import_differential.rs`,
 //! which includes this file as a module and calls [`generate`]).
 //!
-//! `cargo run --release --example gen_openmetrics -- OUT [SERVERS=8] [HOURS=24] [STEP_S=15] [OFFSET_MS=0]`
+//! `cargo run --release --example gen_openmetrics -- OUT [SERVERS=8] [HOURS=24] [STEP_S=15] [OFFSET_MS=0] [FAMILIES]`
+//!
+//! `FAMILIES`: a comma-separated list of the families to write (as in `# TYPE`, counters
+//! without `_total`); every family when absent.
 //!
 //! Server `s` (`instance="vllm-<s>:8000"`, `job="vllm"`, as a scrape would label it, with an
 //! `up` series) is a [`VllmModel`] seeded with `1000 + s` whose load
@@ -236,6 +239,9 @@ fn main() -> std::io::Result<()> {
         hours: args.get(3).and_then(|s| s.parse().ok()).unwrap_or(d.hours),
         step_s: args.get(4).and_then(|s| s.parse().ok()).unwrap_or(d.step_s),
         offset_ms: args.get(5).and_then(|s| s.parse().ok()).unwrap_or(0),
+        families: args
+            .get(6)
+            .map(|s| s.split(',').map(str::to_string).collect()),
         ..d
     };
     let f = std::fs::File::create(&out)?;
