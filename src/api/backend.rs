@@ -7,6 +7,7 @@ use inferdb_query::{Engine, EngineOptions, QueryError, Value};
 use inferdb_storage::{Db, Labels, MatchOp, Matcher};
 
 use super::error::{ApiError, ErrorType};
+use super::result_cache::{self, ResultCache};
 use super::{
     ApiBackend, ExprType, MatrixSeries, QueryOptions, QueryOutput, QueryValue, TsdbStatus,
     VectorSample,
@@ -16,12 +17,108 @@ use super::{
 pub struct DbBackend {
     db: Arc<Db>,
     engine_opts: EngineOptions,
+    cache: Option<Arc<ResultCache>>,
 }
 
 impl DbBackend {
     /// A backend over `db`; per-request limits are applied on top of `engine_opts`.
     pub fn new(db: Arc<Db>, engine_opts: EngineOptions) -> Self {
-        DbBackend { db, engine_opts }
+        DbBackend {
+            db,
+            engine_opts,
+            cache: None,
+        }
+    }
+
+    /// Keeps range-query results in `cache` (see [`ResultCache`]); a cache of size 0 is the
+    /// same as none. The cache must be this store's only one: it consumes
+    /// [`Db::take_oldest_write`].
+    pub fn with_result_cache(mut self, cache: Arc<ResultCache>) -> Self {
+        self.cache = Some(cache);
+        self
+    }
+
+    /// The newest sample time of the store, if it holds any.
+    fn newest_sample(&self) -> Option<i64> {
+        let h = self.db.head().max_time();
+        if h != i64::MIN {
+            return Some(h);
+        }
+        self.db
+            .open_blocks()
+            .iter()
+            .map(|b| b.meta().max_time - 1)
+            .max()
+    }
+
+    /// A range query through the result cache: the steps it holds from `start` on, then the
+    /// rest evaluated; the steps old enough to be final are kept for the next request.
+    fn cached_range(
+        &self,
+        cache: &ResultCache,
+        query: &str,
+        start: i64,
+        end: i64,
+        step: i64,
+        opts: &QueryOptions,
+    ) -> Result<QueryOutput, ApiError> {
+        cache.invalidate_from(self.db.take_oldest_write());
+        let expr =
+            inferdb_query::parser::parse(query).map_err(|e| ApiError::invalid_param("query", e))?;
+        if !result_cache::cacheable(&expr) {
+            return self.run_expr(&expr, query, start, end, step, opts);
+        }
+        let lookback = opts
+            .lookback_delta_ms
+            .unwrap_or(self.engine_opts.lookback_delta_ms);
+        let key = result_cache::Key::new(query, start, step, lookback);
+        let until = result_cache::cacheable_until(
+            crate::model::time::now_ms(),
+            self.newest_sample(),
+            lookback,
+        );
+        // the last step of the request that may be kept
+        let keep_last = if until < start {
+            start - step
+        } else {
+            (start + (until - start) / step * step).min(end)
+        };
+        let (cached, from) = match cache.lookup(&key, start, end) {
+            Some(c) if c.last >= end => {
+                return Ok(QueryOutput {
+                    value: QueryValue::Matrix(c.series),
+                    warnings: Vec::new(),
+                    infos: Vec::new(),
+                })
+            }
+            Some(c) => (Some(c.series), c.last + step),
+            None => (None, start),
+        };
+        let out = self.run_expr(&expr, query, from, end, step, opts)?;
+        let QueryOutput {
+            value,
+            warnings,
+            infos,
+        } = out;
+        let QueryValue::Matrix(fresh) = value else {
+            return Ok(QueryOutput {
+                value,
+                warnings,
+                infos,
+            });
+        };
+        let series = match cached {
+            Some(c) => result_cache::merge(c, fresh),
+            None => fresh,
+        };
+        if warnings.is_empty() && infos.is_empty() {
+            cache.store(key, start, keep_last, &series);
+        }
+        Ok(QueryOutput {
+            value: QueryValue::Matrix(series),
+            warnings,
+            infos,
+        })
     }
 
     /// The store.
@@ -51,17 +148,21 @@ impl DbBackend {
     ) -> Result<QueryOutput, ApiError> {
         let expr =
             inferdb_query::parser::parse(query).map_err(|e| ApiError::invalid_param("query", e))?;
+        self.run_expr(&expr, query, start, end, step, opts)
+    }
+
+    fn run_expr(
+        &self,
+        expr: &inferdb_query::ast::Expr,
+        query: &str,
+        start: i64,
+        end: i64,
+        step: i64,
+        opts: &QueryOptions,
+    ) -> Result<QueryOutput, ApiError> {
         let res = self
             .engine(opts)
-            .run(
-                &*self.db,
-                &expr,
-                query,
-                start,
-                end,
-                step,
-                Some(&opts.cancel),
-            )
+            .run(&*self.db, expr, query, start, end, step, Some(&opts.cancel))
             .map_err(map_query_error)?;
         crate::metrics::observe_query_timings(&res.timings);
         Ok(QueryOutput {
@@ -163,7 +264,11 @@ impl ApiBackend for DbBackend {
         step_ms: i64,
         opts: &QueryOptions,
     ) -> Result<QueryOutput, ApiError> {
-        self.run(query, start_ms, end_ms, step_ms.max(1), opts)
+        let step = step_ms.max(1);
+        match &self.cache {
+            Some(c) if c.enabled() => self.cached_range(c, query, start_ms, end_ms, step, opts),
+            _ => self.run(query, start_ms, end_ms, step, opts),
+        }
     }
 
     fn series(
@@ -232,7 +337,11 @@ impl ApiBackend for DbBackend {
     }
 
     fn delete_series(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<(), ApiError> {
-        self.db.delete(matchers, mint, maxt).map_err(storage_err)
+        let r = self.db.delete(matchers, mint, maxt).map_err(storage_err);
+        if let Some(c) = &self.cache {
+            c.clear();
+        }
+        r
     }
 
     fn snapshot(&self, skip_head: bool) -> Result<String, ApiError> {

@@ -12,6 +12,7 @@ pub mod conn;
 pub mod error;
 pub mod json;
 pub mod params;
+pub mod result_cache;
 pub mod router;
 pub mod startup;
 pub mod tls;

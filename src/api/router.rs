@@ -287,8 +287,9 @@ impl ApiState {
 /// less than this again, so a large query is evaluated twice at most once.
 pub(crate) const INLINE_BUDGET: Duration = Duration::from_micros(1500);
 
-/// Queries longer than this are parsed on the blocking pool only; so are queries with regex
-/// matchers (compiling a regex can take long). Parsing anything else costs microseconds.
+/// Queries longer than this are parsed on the blocking pool only; so are queries whose regex
+/// matchers have counted repetitions (`a{2,5}`: nested ones make compiling take long).
+/// Parsing anything else, regexes without them included, costs microseconds.
 const INLINE_MAX_QUERY_BYTES: usize = 4096;
 
 /// The most queries remembered as too big to run inline; the set is emptied when full.
@@ -301,11 +302,13 @@ pub(crate) struct InlineKey(u64);
 
 impl InlineKey {
     /// The key of `query` over `steps` steps (0 for an instant query); `None` when the query
-    /// must not be parsed on an async worker at all (long, or with regex matchers, whose
-    /// compilation can take long).
+    /// must not be parsed on an async worker at all (long, or with regex matchers that may
+    /// take long to compile).
     pub(crate) fn new(query: &str, steps: i64) -> Option<Self> {
         use std::hash::{Hash, Hasher};
-        if query.len() > INLINE_MAX_QUERY_BYTES || query.contains("=~") || query.contains("!~") {
+        if query.len() > INLINE_MAX_QUERY_BYTES
+            || ((query.contains("=~") || query.contains("!~")) && counted_repetition(query))
+        {
             return None;
         }
         let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -313,6 +316,20 @@ impl InlineKey {
         steps.hash(&mut h);
         Some(InlineKey(h.finish()))
     }
+}
+
+/// Whether `query` may hold a regex counted repetition: a `{` followed by a digit or a
+/// comma (a label matcher's `{` is followed by a label name, a quote or `}`). Without one a
+/// regex compiles in time linear in its length.
+fn counted_repetition(query: &str) -> bool {
+    let b = query.as_bytes();
+    b.iter().enumerate().any(|(i, &c)| {
+        c == b'{'
+            && b[i + 1..]
+                .iter()
+                .find(|x| !x.is_ascii_whitespace())
+                .is_some_and(|x| x.is_ascii_digit() || *x == b',')
+    })
 }
 
 impl ApiState {

@@ -146,6 +146,15 @@ pub struct ServeArgs {
         default_value = "5m"
     )]
     pub query_lookback_delta: String,
+    /// The most memory kept for range-query results, so that a dashboard's refresh evaluates
+    /// only the steps it has not seen (bytes, with units such as 512MB); 0 keeps no query
+    /// results at all.
+    #[arg(
+        long = "query.result-cache-size",
+        value_name = "BYTES",
+        default_value = crate::api::result_cache::DEFAULT_SIZE
+    )]
+    pub query_result_cache_size: String,
     /// Metric-rename bridging in PromQL evaluation.
     #[command(flatten)]
     pub aliases: crate::metric_aliases::AliasArgs,
@@ -536,6 +545,10 @@ impl ServeArgs {
             self.query_lookback_delta.clone(),
         );
         flags.insert(
+            "query.result-cache-size".into(),
+            self.query_result_cache_size.clone(),
+        );
+        flags.insert(
             "query.max-concurrency".into(),
             self.query_max_concurrency.to_string(),
         );
@@ -667,6 +680,8 @@ impl ServeArgs {
             block_ms > 0,
             "--storage.tsdb.min-block-duration must be positive"
         );
+        let result_cache_bytes = parse_bytes(&self.query_result_cache_size)
+            .map_err(|e| anyhow!("--query.result-cache-size: {e}"))?;
         let retention_bytes = match &self.retention_size {
             None => None,
             Some(s) => {
@@ -894,7 +909,14 @@ impl ServeArgs {
                 })
         };
 
-        let backend = DbBackend::new(db.clone(), engine_opts);
+        let result_cache = api::result_cache::ResultCache::new(result_cache_bytes as usize);
+        {
+            let c = result_cache.clone();
+            crate::metrics::register_collector("query_result_cache", move |out| {
+                c.write_metrics(out)
+            });
+        }
+        let backend = DbBackend::new(db.clone(), engine_opts).with_result_cache(result_cache);
         let state = ApiState::new(Arc::new(backend), view, api_cfg);
         state.set_rules(rules.clone());
         state.set_remote(Arc::new(crate::remote::receiver::RemoteStore::new(

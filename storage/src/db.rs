@@ -6,7 +6,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -162,6 +162,8 @@ pub(crate) struct DbInner {
     head_tombstones: RwLock<Arc<Tombstones>>,
     maint: Mutex<()>,
     closed: AtomicBool,
+    /// The oldest time whose data changed since [`Db::take_oldest_write`] last read it.
+    oldest_write: AtomicI64,
     lock: Mutex<Option<File>>,
     open_stats: OpenStats,
     pool: Mutex<Vec<AppendBuffers>>,
@@ -314,6 +316,7 @@ impl Db {
             head_tombstones: RwLock::new(Arc::new(head_tombstones)),
             maint: Mutex::new(()),
             closed: AtomicBool::new(false),
+            oldest_write: AtomicI64::new(i64::MAX),
             lock: Mutex::new(lock),
             open_stats: stats,
             pool: Mutex::new(Vec::new()),
@@ -413,6 +416,7 @@ impl Db {
         let Some(wal) = &inner.wal else {
             return Err(Error::ReadOnly);
         };
+        inner.wrote_at(samples.iter().map(|s| s.t).min());
         let mut w = wal.lock();
         let new = inner.head.take_unlogged();
         if !new.is_empty() {
@@ -439,6 +443,15 @@ impl Db {
             return Err(Error::Closed);
         }
         Ok(Querier::new(self.inner.clone(), mint, maxt))
+    }
+
+    /// The oldest time at which query answers may have changed since the previous call
+    /// (`i64::MAX` when nothing was written): the oldest sample committed, the start of a
+    /// deletion or of a backfilled block, `i64::MIN` when retention removed blocks. The
+    /// value is reset by the call, so it serves one reader: the API's cache of range-query
+    /// results, which drops the steps from that time on.
+    pub fn take_oldest_write(&self) -> i64 {
+        self.inner.oldest_write.swap(i64::MAX, Ordering::AcqRel)
     }
 
     /// The data folder.
@@ -565,6 +578,7 @@ impl Db {
         if mint > maxt || ms.is_empty() {
             return Ok(());
         }
+        inner.wrote_at(Some(mint));
         let _m = inner.maint.lock();
         let blocks = inner.blocks.read().clone();
         for b in &blocks {
@@ -712,6 +726,7 @@ impl Db {
         for m in &metas {
             opened.push(Arc::new(Block::open(&inner.dir.join(&m.id))?));
         }
+        inner.wrote_at(metas.iter().map(|m| m.min_time).min());
         let mut bl = inner.blocks.write();
         bl.extend(opened);
         bl.sort_by(|a, b| {
@@ -932,6 +947,13 @@ fn spawn_background(inner: Arc<DbInner>) -> Background {
 }
 
 impl DbInner {
+    /// Notes that data from `t` on changed (see [`Db::take_oldest_write`]).
+    fn wrote_at(&self, t: Option<i64>) {
+        if let Some(t) = t {
+            self.oldest_write.fetch_min(t, Ordering::AcqRel);
+        }
+    }
+
     fn emit(&self, e: &Event) {
         if let Some(h) = &self.opts.events {
             h.emit(e);
@@ -1191,6 +1213,7 @@ impl DbInner {
             .map(|b| (b.dir().to_path_buf(), b.meta().clone(), b.size_bytes()))
             .collect();
         self.blocks.write().retain(|b| !gone.contains(&b.meta().id));
+        self.wrote_at(Some(i64::MIN));
         for (d, meta, bytes) in doomed {
             let started = Instant::now();
             block::delete_block(&d)?;
@@ -1284,6 +1307,7 @@ impl Appender<'_> {
             let ls: Vec<(u64, Labels)> = new.iter().map(|m| (m.series_ref(), m.labels())).collect();
             w.log_series(ls.iter().map(|(r, l)| (*r, l)));
         }
+        self.db.wrote_at(self.samples.iter().map(|s| s.t).min());
         w.log_samples(&self.samples);
         if let Err(e) = w.flush() {
             // the series must still be logged by a later commit
