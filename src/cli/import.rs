@@ -159,6 +159,24 @@ impl ImportArgs {
                         b.num_samples
                     );
                 }
+                if let Some(e) = &st.compaction_error {
+                    eprintln!("warning: compacting the blocks after the import failed: {e}");
+                } else if !st.compacted.is_empty() {
+                    println!(
+                        "compacted: the data folder holds {} blocks",
+                        st.compacted.len()
+                    );
+                    for b in &st.compacted {
+                        println!(
+                            "  block {} [{} .. {}) {} series {} samples",
+                            b.id,
+                            crate::export::day_time(b.min_time),
+                            crate::export::day_time(b.max_time),
+                            b.num_series,
+                            b.num_samples
+                        );
+                    }
+                }
                 Ok(ExitCode::SUCCESS)
             }
             Err(ImportError::Invalid(problems)) => {

@@ -21,6 +21,14 @@
 //!    renamed into the data folder. A crash before the renames leaves only the staging
 //!    folder, which the next open of the database removes.
 //!
+//! 3. **Compaction** (with [`ImportOptions::compact`], the default). The data folder is
+//!    reopened and its blocks compacted as complete history
+//!    ([`inferdb_storage::Db::compact_history`]): the imported 2 h blocks end in the larger
+//!    blocks a live store's compactions make, with one index each instead of one per 2 h,
+//!    and classic histograms stored as groups. A failed compaction (a full disk) leaves the
+//!    imported blocks as they are, reported in [`ImportStats::compaction_error`]; the server
+//!    compacts them later.
+//!
 //! Memory: the series' labels, texts and open chunks, one piece of input, the spill buffer
 //! ([`ImportOptions::spill_buffer_bytes`], 32 MiB by default) and, while a block is written,
 //! that block range's chunks. A dry run spills into the system's temporary folder.
@@ -68,6 +76,8 @@ pub struct ImportOptions {
     /// Accept timestamps that are plausibly milliseconds given as seconds (the year 5138 and
     /// later, see [`crate::model::time::plausibly_milliseconds`]); refused by default.
     pub allow_far_future: bool,
+    /// Compact the data folder's blocks after the import (default `true`).
+    pub compact: bool,
 }
 
 impl Default for ImportOptions {
@@ -79,6 +89,7 @@ impl Default for ImportOptions {
             format: Format::OpenMetrics,
             spill_buffer_bytes: spill::DEFAULT_BUFFER_BYTES,
             allow_far_future: false,
+            compact: true,
         }
     }
 }
@@ -144,6 +155,11 @@ pub struct ImportStats {
     pub block_ranges: usize,
     /// The blocks written (empty on a dry run).
     pub blocks: Vec<BlockMeta>,
+    /// The data folder's blocks after the compaction that follows the import (empty when
+    /// none ran).
+    pub compacted: Vec<BlockMeta>,
+    /// Why the compaction after the import failed (the imported blocks are in place).
+    pub compaction_error: Option<String>,
 }
 
 /// One series of the input.
@@ -802,9 +818,32 @@ pub fn import_files(
         // nothing was imported: leave no trace of the folder this call created
         let _ = fs::remove_dir_all(data_dir);
     }
-    let stats = result?;
+    let mut stats = result?;
     close?;
+    if opts.compact && !stats.blocks.is_empty() {
+        match compact_history(data_dir) {
+            Ok(metas) => stats.compacted = metas,
+            Err(e) => stats.compaction_error = Some(e.to_string()),
+        }
+    }
     Ok(stats)
+}
+
+/// Reopens the data folder (so that it sees the imported blocks), compacts its blocks as
+/// complete history and returns them.
+fn compact_history(data_dir: &Path) -> Result<Vec<BlockMeta>, inferdb_storage::Error> {
+    let db = Db::open(
+        data_dir,
+        Options {
+            background: false,
+            retention_ms: None,
+            ..Options::default()
+        },
+    )?;
+    let res = db.compact_history();
+    let metas = db.blocks();
+    db.close()?;
+    res.map(|()| metas)
 }
 
 #[cfg(test)]

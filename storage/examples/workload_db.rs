@@ -13,6 +13,10 @@
 //! workload_db import FILE DIR         import path: parse FILE (as written by `openmetrics`),
 //!                                     BlockBuilder backfill, compact, clean close
 //! workload_db du DIR                  bytes on disk of DIR by part
+//! workload_db classes DIR             chunk bytes per sample of DIR's blocks by kind of series:
+//!                                     classic histogram buckets, their `_count`/`_sum`,
+//!                                     GPU (`DCGM_*`), counters (`*_total`), other gauges;
+//!                                     needs no workload (any data folder)
 //! workload_db breakdown DIR           chunk bytes per sample of DIR's blocks by metric name,
 //!                                     next to an estimate of the workload's entropy (the
 //!                                     noise no lossless encoding can remove)
@@ -54,6 +58,7 @@ fn run() -> Res<()> {
         "compact" => compact(Path::new(arg(1)?)),
         "import" => import(Path::new(arg(1)?), Path::new(arg(2)?)),
         "breakdown" => breakdown(Path::new(arg(1)?)),
+        "classes" => classes(Path::new(arg(1)?)),
         "du" => {
             du_report(Path::new(arg(1)?))?;
             Ok(())
@@ -267,7 +272,7 @@ fn import(file: &Path, dir: &Path) -> Res<()> {
     )?;
     let metas = db.backfill_block(b)?;
     println!("backfilled_blocks={}", metas.len());
-    db.maintain()?;
+    db.compact_history()?;
     let blocks = db.blocks();
     db.close()?;
     println!("imported_samples={n}");
@@ -457,6 +462,114 @@ fn breakdown(dir: &Path) -> Res<()> {
         "entropy_estimate_bytes_per_sample={:.3}",
         tot_e / tot_s.max(1) as f64
     );
+    Ok(())
+}
+
+/// The kind of a series for [`classes`]: `hist_bases` holds the names of classic histograms
+/// (bucket series' names without `_bucket`).
+fn class_of(l: &Labels, hist_bases: &std::collections::HashSet<String>) -> &'static str {
+    let name = l.metric_name().unwrap_or("");
+    if name.starts_with("DCGM_") {
+        return "gpu";
+    }
+    if let Some(base) = name.strip_suffix("_bucket") {
+        if l.get("le").is_some() && hist_bases.contains(base) {
+            return "hist_bucket";
+        }
+    }
+    for suffix in ["_count", "_sum"] {
+        if name
+            .strip_suffix(suffix)
+            .is_some_and(|b| hist_bases.contains(b))
+        {
+            return if suffix == "_count" {
+                "hist_count"
+            } else {
+                "hist_sum"
+            };
+        }
+    }
+    if name.ends_with("_total") {
+        "counter"
+    } else {
+        "gauge"
+    }
+}
+
+fn classes(dir: &Path) -> Res<()> {
+    let db = Db::open(
+        dir,
+        Options {
+            read_only: true,
+            ..options()
+        },
+    )?;
+    let blocks = db.open_blocks();
+    let mut hist_bases = std::collections::HashSet::new();
+    for b in &blocks {
+        for s in b.select(&[], i64::MIN, i64::MAX)? {
+            if let (Some(base), Some(_)) = (
+                s.labels
+                    .metric_name()
+                    .and_then(|n| n.strip_suffix("_bucket")),
+                s.labels.get("le"),
+            ) {
+                hist_bases.insert(base.to_string());
+            }
+        }
+    }
+    // class -> (series, samples, chunk bytes); a histogram group chunk is counted once, under
+    // "hist_group", and each member's entry costs its marker byte
+    let mut by: std::collections::BTreeMap<&str, (u64, u64, u64)> = Default::default();
+    let mut groups_seen = std::collections::HashSet::new();
+    let mut group_bytes = 0u64;
+    let mut index_bytes = 0u64;
+    for (bi, b) in blocks.iter().enumerate() {
+        index_bytes += std::fs::metadata(b.dir().join("index"))?.len();
+        for s in b.select(&[], i64::MIN, i64::MAX)? {
+            let class = class_of(&s.labels, &hist_bases);
+            let e = by.entry(class).or_default();
+            e.0 += 1;
+            for (m, r) in &s.chunks {
+                let bytes = b.chunk(*r)?;
+                e.1 += u64::from(m.num_samples);
+                match inferdb_storage::chunk::group_member(bytes) {
+                    Some((member, group_len)) => {
+                        e.2 += 1;
+                        if groups_seen.insert((bi, *r + u64::from(member) + 1)) {
+                            group_bytes += group_len as u64;
+                        }
+                    }
+                    None => e.2 += bytes.len() as u64,
+                }
+            }
+        }
+    }
+    if group_bytes > 0 {
+        by.insert("hist_group", (0, 0, group_bytes));
+    }
+    let (ts, tb): (u64, u64) = by.values().fold((0, 0), |a, v| (a.0 + v.1, a.1 + v.2));
+    println!(
+        "{:<12} {:>7} {:>11} {:>11} {:>8} {:>7}",
+        "class", "series", "samples", "bytes", "B/sample", "share%"
+    );
+    for (c, (n, s, b)) in &by {
+        println!(
+            "{c:<12} {n:>7} {s:>11} {b:>11} {:>8.3} {:>7.2}",
+            *b as f64 / (*s).max(1) as f64,
+            100.0 * *b as f64 / tb.max(1) as f64
+        );
+    }
+    println!(
+        "chunk_bytes={tb} samples={ts} chunk_bytes_per_sample={:.4}",
+        tb as f64 / ts.max(1) as f64
+    );
+    println!(
+        "index_bytes={index_bytes} index_bytes_per_sample={:.4}",
+        index_bytes as f64 / ts.max(1) as f64
+    );
+    let total = du_report(dir)?;
+    println!("bytes_per_sample={:.4}", total as f64 / ts.max(1) as f64);
     Ok(())
 }
 

@@ -57,6 +57,17 @@ pub fn plan(metas: &[BlockMeta]) -> Vec<Vec<String>> {
 /// the disjoint groups at the smallest range level that has any. Call again after compacting:
 /// an empty plan means nothing is left to do.
 pub fn plan_with_ranges(metas: &[BlockMeta], ranges: &[i64]) -> Vec<Vec<String>> {
+    plan_blocks(metas, ranges, true)
+}
+
+/// [`plan_with_ranges`] for history that is complete (an import): the newest block is not
+/// left out and every window holding more than one block is compacted, so that imported
+/// history ends in the blocks a live store would have after its compactions.
+pub fn plan_history(metas: &[BlockMeta], ranges: &[i64]) -> Vec<Vec<String>> {
+    plan_blocks(metas, ranges, false)
+}
+
+fn plan_blocks(metas: &[BlockMeta], ranges: &[i64], live: bool) -> Vec<Vec<String>> {
     let mut ms: Vec<&BlockMeta> = metas.iter().collect();
     ms.sort_by(|a, b| (a.min_time, a.max_time, &a.id).cmp(&(b.min_time, b.max_time, &b.id)));
 
@@ -83,12 +94,16 @@ pub fn plan_with_ranges(metas: &[BlockMeta], ranges: &[i64]) -> Vec<Vec<String>>
         return groups;
     }
 
-    // Leave out the newest block (the one just cut from the head).
     if ms.len() < 2 {
         return Vec::new();
     }
-    ms.pop();
-    let high_time = ms[ms.len() - 1].min_time;
+    // Leave out the newest block (the one just cut from the head).
+    let high_time = if live {
+        ms.pop();
+        ms[ms.len() - 1].min_time
+    } else {
+        i64::MAX
+    };
     for &iv in ranges.iter().skip(1) {
         if iv <= 0 {
             continue;

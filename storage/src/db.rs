@@ -556,6 +556,17 @@ impl Db {
         self.inner.maintain()
     }
 
+    /// Compacts the blocks as complete history (after an import): the newest block is not
+    /// left out and every window of the compaction ranges that holds more than one block is
+    /// merged (see [`crate::compact::plan_history`]). Blocks written into the folder since
+    /// the open are not seen: reopen first.
+    pub fn compact_history(&self) -> Result<()> {
+        if self.inner.opts.read_only {
+            return Err(Error::ReadOnly);
+        }
+        self.inner.compact_with(crate::compact::plan_history)
+    }
+
     /// Cuts every complete block-duration range out of the head regardless of its span (for
     /// tools and tests); then checkpoints the WAL.
     pub fn cut_all(&self) -> Result<()> {
@@ -1126,13 +1137,18 @@ impl DbInner {
     }
 
     fn compact(&self) -> Result<()> {
+        self.compact_with(crate::compact::plan_with_ranges)
+    }
+
+    /// Compacts while `planner` finds a group of blocks to merge.
+    fn compact_with(&self, planner: fn(&[BlockMeta], &[i64]) -> Vec<Vec<String>>) -> Result<()> {
         let _m = self.maint.lock();
         loop {
             let blocks = self.blocks.read().clone();
             let metas: Vec<BlockMeta> = blocks.iter().map(|b| b.meta().clone()).collect();
             let ranges =
                 crate::compact::ranges(self.opts.block_duration_ms, self.opts.retention_ms);
-            let plan = crate::compact::plan_with_ranges(&metas, &ranges);
+            let plan = planner(&metas, &ranges);
             let Some(group) = plan.into_iter().find(|g| g.len() > 1) else {
                 return Ok(());
             };

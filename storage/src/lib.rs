@@ -72,6 +72,7 @@ pub mod wal;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing {
     pub use crate::chunk::fuzz_decode as chunk_decode;
+    pub use crate::chunk::fuzz_group as chunk_group;
     pub use crate::chunkfile::split_ref;
     pub use crate::compact::{compact, plan};
     pub use crate::index::fuzz_index_read as index_read;

@@ -239,3 +239,88 @@ fn tombstones_read_corpus() {
         "only {valid} corpus files are valid tombstone files"
     );
 }
+
+#[test]
+fn chunk_group_corpus() {
+    let files = corpus("chunk_group");
+    assert!(files.len() >= 5, "corpus has only {} files", files.len());
+    let mut decoded = 0;
+    for (path, bytes) in &files {
+        eprintln!("{}", path.display());
+        inferdb_storage::fuzzing::chunk_group(bytes);
+        if inferdb_storage::chunk::group_member(bytes).is_some()
+            && inferdb_storage::chunk::decode(bytes).is_ok()
+        {
+            decoded += 1;
+        }
+    }
+    // the seeds include real groups, which must decode
+    assert!(
+        decoded >= 3,
+        "only {decoded} corpus files are valid group members"
+    );
+}
+
+/// Regenerates the seed files of `fuzz/corpus/chunk_group/`
+/// (`cargo test -p inferdb-storage --test fuzz_corpus -- --ignored write_group_seeds`).
+#[test]
+#[ignore]
+fn write_group_seeds() {
+    use inferdb_storage::chunk::encode_group;
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/chunk_group");
+    std::fs::create_dir_all(&dir).unwrap();
+    let base = 1_796_198_400_000i64;
+    // buckets of a histogram: `members` cumulative series over `rows` scrapes
+    let hist = |members: usize, rows: usize, jitter: bool| {
+        let ts: Vec<i64> = (0..rows as i64)
+            .map(|i| base + i * 15_000 + if jitter { (i * 7) % 5 } else { 0 })
+            .collect();
+        let mut cols = vec![0f64; members];
+        let mut out = vec![Vec::new(); members];
+        for r in 0..rows {
+            let mut cum = 0.0;
+            for (j, c) in cols.iter_mut().enumerate() {
+                *c += ((r * 31 + j * 17) % (j + 2)) as f64;
+                if r == rows / 2 {
+                    *c = 0.0; // a reset
+                }
+                cum += *c;
+                out[j].push(cum);
+            }
+        }
+        (ts, out)
+    };
+    let mut seeds: Vec<(String, Vec<u8>)> = Vec::new();
+    for (name, m, rows, jitter) in [
+        ("buckets12", 12, 120, false),
+        ("buckets4_jitter", 4, 60, true),
+        ("two_one_row", 2, 1, false),
+        ("buckets30", 30, 120, true),
+    ] {
+        let (ts, cols) = hist(m, rows, jitter);
+        let refs: Vec<&[f64]> = cols.iter().map(Vec::as_slice).collect();
+        let g = encode_group(&ts, &refs).expect("whole numbers group");
+        // member 0's bytes (all markers) and the last member's (one marker)
+        seeds.push((format!("{name}_first"), g.clone()));
+        seeds.push((format!("{name}_last"), g[m - 1..].to_vec()));
+        if name == "buckets12" {
+            let mut f = g.clone();
+            let k = f.len() / 2;
+            f[k] ^= 0x10;
+            seeds.push(("flipped".into(), f));
+            seeds.push(("truncated".into(), g[..g.len() / 2].to_vec()));
+        }
+    }
+    // rows for the encoder: 4 members, steps with a staleness marker and a fraction
+    let mut rows = vec![2u8];
+    for r in 0..40u8 {
+        rows.extend_from_slice(&[15, 0]);
+        rows.extend_from_slice(&[r % 3, 1, if r == 20 { 0x80 } else { 2 }, 0]);
+    }
+    seeds.push(("rows_stale".into(), rows.clone()));
+    rows[3 + 6 * 10] = 0x81;
+    seeds.push(("rows_fraction".into(), rows));
+    for (name, bytes) in seeds {
+        std::fs::write(dir.join(name), bytes).unwrap();
+    }
+}

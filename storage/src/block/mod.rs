@@ -22,7 +22,9 @@ use crate::labels::Labels;
 use crate::matcher::Matcher;
 use crate::tombstones::{Tombstones, TOMBSTONES_FILE};
 
-use crate::chunk::{self as chunk_api, ChunkMeta};
+use crate::chunk::{self as chunk_api, ChunkMeta, ChunkWriter, MAX_SAMPLES_PER_CHUNK};
+
+mod histogram;
 
 /// Name of the metadata file in a block folder.
 pub const META_FILE: &str = "meta.json";
@@ -126,6 +128,12 @@ pub struct BlockWriter {
     tmp: PathBuf,
     chunks: ChunkFileWriter,
     series: Vec<(Labels, Vec<(ChunkMeta, u64)>)>,
+    /// Buckets and counts of the histogram named `pending_name`, held until the series of
+    /// another name arrives, then written as histogram groups (see [`histogram`]).
+    pending: Vec<(Labels, Vec<Vec<u8>>)>,
+    pending_name: String,
+    /// Whether classic histograms are stored as groups.
+    group_histograms: bool,
 }
 
 impl BlockWriter {
@@ -142,7 +150,16 @@ impl BlockWriter {
             tmp,
             chunks,
             series: Vec::new(),
+            pending: Vec::new(),
+            pending_name: String::new(),
+            group_histograms: true,
         })
+    }
+
+    /// Stores every series in chunks of its own (`false`) instead of grouping the buckets and
+    /// count of each classic histogram (the default; for comparisons and tests).
+    pub fn set_group_histograms(&mut self, on: bool) {
+        self.group_histograms = on;
     }
 
     /// The id the block will have.
@@ -153,7 +170,46 @@ impl BlockWriter {
     /// Adds a series with its encoded chunks (time-ordered, non-overlapping). Empty chunks are
     /// skipped; a series without samples is left out. Series may come in any order; a label
     /// set added twice has its chunks combined.
+    ///
+    /// The buckets and count of a classic histogram are held until a series of another name
+    /// comes and then stored as histogram groups where that is lossless (see
+    /// `chunk::group`); series come in label order from compaction and in family order from
+    /// import, both of which keep a histogram's series together.
     pub fn add_series<'a>(
+        &mut self,
+        labels: Labels,
+        chunks: impl IntoIterator<Item = &'a [u8]>,
+    ) -> Result<()> {
+        if !self.group_histograms {
+            return self.add_single(labels, chunks);
+        }
+        let (name, grouped) = match histogram::role(&labels) {
+            Some((base, role)) => (base, role != histogram::Role::Sum),
+            None => (labels.metric_name().unwrap_or(""), false),
+        };
+        if name != self.pending_name {
+            self.flush_pending()?;
+            self.pending_name.clear();
+            self.pending_name.push_str(name);
+        }
+        if !grouped {
+            return self.add_single(labels, chunks);
+        }
+        let mut owned = Vec::new();
+        for c in chunks {
+            let n = chunk_api::encoded_len(c)?;
+            let c = c.get(..n).ok_or_else(|| {
+                Error::corrupt("chunk", "", 0, "encoded length exceeds the buffer")
+            })?;
+            owned.push(c.to_vec());
+        }
+        self.pending.push((labels, owned));
+        Ok(())
+    }
+
+    /// Adds a series with chunks of its own; group members (from a block being compacted)
+    /// are re-encoded as ordinary chunks.
+    fn add_single<'a>(
         &mut self,
         labels: Labels,
         chunks: impl IntoIterator<Item = &'a [u8]>,
@@ -164,6 +220,21 @@ impl BlockWriter {
             let c = c.get(..n).ok_or_else(|| {
                 Error::corrupt("chunk", "", 0, "encoded length exceeds the buffer")
             })?;
+            if chunk_api::group_member(c).is_some() {
+                let mut it = chunk_api::decode(c)?;
+                let mut w = ChunkWriter::new();
+                for (t, v) in it.by_ref() {
+                    w.append(t, v);
+                }
+                if let Some(e) = it.take_err() {
+                    return Err(e);
+                }
+                if !w.is_empty() {
+                    let c = w.finish();
+                    out.push((chunk_api::meta(&c)?, self.chunks.append(&c)?));
+                }
+                continue;
+            }
             let m = chunk_api::meta(c)?;
             if m.num_samples == 0 {
                 continue;
@@ -172,6 +243,93 @@ impl BlockWriter {
         }
         if !out.is_empty() {
             self.series.push((labels, out));
+        }
+        Ok(())
+    }
+
+    /// Writes the held histogram series: each group whose members share their timestamps as
+    /// group chunks of up to [`MAX_SAMPLES_PER_CHUNK`] rows (rows a group cannot code exactly
+    /// as chunks of each member's own), everything else series by series.
+    fn flush_pending(&mut self) -> Result<()> {
+        let pending = std::mem::take(&mut self.pending);
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let labels: Vec<&Labels> = pending.iter().map(|p| &p.0).collect();
+        let plan = histogram::groups(&labels);
+        let mut slots: Vec<Option<(Labels, Vec<Vec<u8>>)>> =
+            pending.into_iter().map(Some).collect();
+        for g in plan {
+            let members: Vec<(Labels, Vec<Vec<u8>>)> =
+                g.iter().filter_map(|&i| slots[i].take()).collect();
+            if members.len() == 1 {
+                for (l, cs) in members {
+                    self.add_single(l, cs.iter().map(Vec::as_slice))?;
+                }
+            } else {
+                self.add_group(members)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the members of one histogram group (in group order).
+    fn add_group(&mut self, members: Vec<(Labels, Vec<Vec<u8>>)>) -> Result<()> {
+        let mut cols: Vec<(Vec<i64>, Vec<f64>)> = Vec::with_capacity(members.len());
+        for (_, cs) in &members {
+            let (mut ts, mut vs) = (Vec::new(), Vec::new());
+            for c in cs {
+                let mut it = chunk_api::decode(c)?;
+                it.decode_into(&mut ts, &mut vs);
+                if let Some(e) = it.take_err() {
+                    return Err(e);
+                }
+            }
+            cols.push((ts, vs));
+        }
+        let ts = &cols[0].0;
+        if cols.iter().any(|c| c.0 != *ts) || ts.windows(2).any(|w| w[1] <= w[0]) {
+            // other timestamps (a bucket added or lost mid-range, overlapping chunks): apart
+            for (l, cs) in members {
+                self.add_single(l, cs.iter().map(Vec::as_slice))?;
+            }
+            return Ok(());
+        }
+        let n = members.len();
+        let mut out: Vec<Vec<(ChunkMeta, u64)>> = vec![Vec::new(); n];
+        let mut start = 0;
+        while start < ts.len() {
+            let end = (start + MAX_SAMPLES_PER_CHUNK).min(ts.len());
+            let rows = &ts[start..end];
+            let vals: Vec<&[f64]> = cols.iter().map(|c| &c.1[start..end]).collect();
+            let meta = ChunkMeta {
+                min_time: rows[0],
+                max_time: rows[rows.len() - 1],
+                num_samples: rows.len() as u16,
+            };
+            match chunk_api::encode_group(rows, &vals) {
+                Some(bytes) => {
+                    let r = self.chunks.append(&bytes)?;
+                    for (j, o) in out.iter_mut().enumerate() {
+                        o.push((meta, r + (n - 1 - j) as u64));
+                    }
+                }
+                None => {
+                    for (o, v) in out.iter_mut().zip(&vals) {
+                        let mut w = ChunkWriter::new();
+                        for (&t, &x) in rows.iter().zip(v.iter()) {
+                            w.append(t, x);
+                        }
+                        o.push((meta, self.chunks.append(&w.finish())?));
+                    }
+                }
+            }
+            start = end;
+        }
+        for ((l, _), o) in members.into_iter().zip(out) {
+            if !o.is_empty() {
+                self.series.push((l, o));
+            }
         }
         Ok(())
     }
@@ -200,6 +358,7 @@ impl BlockWriter {
         level: u32,
         sources: Option<Vec<String>>,
     ) -> Result<BlockMeta> {
+        self.flush_pending()?;
         self.chunks.sync()?;
         fsync_dir(self.chunks.dir())?;
         let mut series = std::mem::take(&mut self.series);

@@ -40,6 +40,17 @@ impl SampleIter<'_> {
         cpu_features: bool,
     ) -> usize {
         let left = usize::from(self.count.saturating_sub(self.idx));
+        if let Some(d) = self.decoded.as_deref() {
+            let i = usize::from(self.idx);
+            let end = i + left;
+            ts.extend_from_slice(&d.ts[i..end]);
+            vs.extend_from_slice(&d.vs[i..end]);
+            if left > 0 {
+                (self.t, self.v) = (d.ts[end - 1], d.vs[end - 1]);
+            }
+            self.idx = self.count;
+            return left;
+        }
         if left == 0 {
             self.check_end();
             return 0;

@@ -84,3 +84,78 @@ pub fn fuzz_decode(data: &[u8]) {
         }
     }
 }
+
+/// The body of the `chunk_group` fuzz target, shared with the corpus replay test. `data`
+/// goes through the histogram group decoder: as bytes ([`group_member`], [`encoded_len`],
+/// [`decode`], [`decode_unverified`] of every member position, which must return errors,
+/// never panic); then, from its first byte on, as a group to encode: byte 0 the number of
+/// members (2 + `b % 15`), then per row a timestamp gap (`u16`, forced positive) and one
+/// increment byte per member (a signed step; `0x80` puts a staleness marker there, `0x81` a
+/// fraction), cumulated into buckets. [`encode_group`] must either refuse the group (only
+/// when a value cannot be coded exactly) or round-trip every member bit-exactly (panics if
+/// not: a bug the fuzzer reports).
+pub fn fuzz_group(data: &[u8]) {
+    for start in 0..data.len().min(130) {
+        let b = &data[start..];
+        let _ = group_member(b);
+        let _ = encoded_len(b);
+        if let Ok(mut it) = decode(b) {
+            for _ in it.by_ref() {}
+        }
+        if let Ok(mut it) = decode_unverified(b) {
+            let mut prev = i64::MIN;
+            for (t, _) in it.by_ref() {
+                assert!(t > prev, "group decoder yielded non-increasing timestamps");
+                prev = t;
+            }
+            let _ = it.seek(i64::MAX);
+        }
+    }
+    let Some((&b0, rest)) = data.split_first() else {
+        return;
+    };
+    let n = 2 + usize::from(b0 % 15);
+    let row = 2 + n;
+    let rows = (rest.len() / row).min(MAX_SAMPLES_PER_CHUNK * 2);
+    if rows == 0 {
+        return;
+    }
+    let mut ts = Vec::with_capacity(rows);
+    let mut members = vec![Vec::with_capacity(rows); n];
+    let mut t = 1_700_000_000_000i64;
+    let mut counts = vec![0f64; n];
+    let mut exact = true;
+    for r in rest.chunks_exact(row).take(rows) {
+        t += i64::from(u16::from_le_bytes([r[0], r[1]]).max(1));
+        ts.push(t);
+        let mut cum = 0.0;
+        for (j, &step) in r[2..].iter().enumerate() {
+            counts[j] += f64::from(step as i8);
+            cum += counts[j];
+            members[j].push(match step {
+                0x80 => {
+                    exact = false;
+                    crate::stale_nan()
+                }
+                0x81 => {
+                    exact = false;
+                    cum + 0.25
+                }
+                _ => cum,
+            });
+        }
+    }
+    let refs: Vec<&[f64]> = members.iter().map(Vec::as_slice).collect();
+    match encode_group(&ts, &refs) {
+        None => assert!(!exact, "an exact group was refused"),
+        Some(bytes) => {
+            for (j, m) in members.iter().enumerate() {
+                let mut it = decode(&bytes[n - 1 - j..]).expect("own group decodes");
+                let got: Vec<(i64, u64)> = it.by_ref().map(|(t, v)| (t, v.to_bits())).collect();
+                let want: Vec<(i64, u64)> =
+                    ts.iter().zip(m).map(|(&t, v)| (t, v.to_bits())).collect();
+                assert_eq!(got, want, "member {j} changed");
+            }
+        }
+    }
+}

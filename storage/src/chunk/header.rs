@@ -85,11 +85,25 @@ pub(super) fn parse_header(bytes: &[u8]) -> Result<Parsed, Error> {
 /// The length in bytes of the chunk at the start of `bytes` (header, body and checksum), from
 /// its header alone; the checksum is not verified.
 pub fn encoded_len(bytes: &[u8]) -> Result<usize, Error> {
+    if group::is_member(bytes) {
+        return group::member_len(bytes);
+    }
     parse_header(bytes).map(|p| p.total)
 }
 
 /// The header of the chunk at the start of `bytes`, after verifying its checksum.
 pub fn header(bytes: &[u8]) -> Result<ChunkHeader, Error> {
+    if group::is_member(bytes) {
+        // a group member: its samples decoded, coded as the values of an XOR chunk would be
+        let len = group::member_len(bytes)?;
+        let it = group::decode_member(bytes, true)?;
+        return Ok(ChunkHeader {
+            time: TimeEncoding::DeltaOfDelta { sparse: false },
+            value: ValueEncoding::Xor,
+            num_samples: it.count,
+            len,
+        });
+    }
     let p = parse_header(bytes)?;
     verify_crc(bytes, &p)?;
     Ok(ChunkHeader {
@@ -122,6 +136,9 @@ pub(super) fn verify_crc(bytes: &[u8], p: &Parsed) -> Result<(), Error> {
 /// checksum matched by chance) end the iteration and are reported by [`SampleIter::err`].
 #[inline]
 pub fn decode(bytes: &[u8]) -> Result<SampleIter<'_>, Error> {
+    if group::is_member(bytes) {
+        return group::decode_member(bytes, true);
+    }
     let p = parse_header(bytes)?;
     verify_crc(bytes, &p)?;
     open_body(bytes, &p)
@@ -131,6 +148,9 @@ pub fn decode(bytes: &[u8]) -> Result<SampleIter<'_>, Error> {
 /// arbitrary input (fuzzing). Never panics.
 #[doc(hidden)]
 pub fn decode_unverified(bytes: &[u8]) -> Result<SampleIter<'_>, Error> {
+    if group::is_member(bytes) {
+        return group::decode_member(bytes, false);
+    }
     let p = parse_header(bytes)?;
     open_body(bytes, &p)
 }

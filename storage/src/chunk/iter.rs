@@ -27,6 +27,16 @@ pub struct SampleIter<'a> {
     /// The CPU has `lzcnt`, BMI1 and BMI2 (set by `bulk_dispatch` after checking).
     pub(super) fast_cpu: bool,
     pub(super) err: Option<Error>,
+    /// The samples of a histogram group member, decoded when it was opened (`None` for an
+    /// ordinary chunk, decoded as it goes).
+    pub(super) decoded: Option<Box<Decoded>>,
+}
+
+/// Samples decoded ahead (a histogram group member).
+#[derive(Debug)]
+pub(super) struct Decoded {
+    pub(super) ts: Vec<i64>,
+    pub(super) vs: Vec<f64>,
 }
 
 impl<'a> SampleIter<'a> {
@@ -63,7 +73,40 @@ impl<'a> SampleIter<'a> {
             checked_end: false,
             fast_cpu: false,
             err: None,
+            decoded: None,
         }
+    }
+
+    /// An iterator over samples already decoded (`ts` and `vs` of equal length, at most
+    /// [`MAX_ENCODED_SAMPLES`]).
+    pub(super) fn materialized(ts: Vec<i64>, vs: Vec<f64>) -> SampleIter<'static> {
+        let count = u16::try_from(ts.len().min(vs.len())).unwrap_or(u16::MAX);
+        let mut it = SampleIter::new(
+            TimeEncoding::DeltaOfDelta { sparse: false },
+            ValueEncoding::Xor,
+            count,
+            0,
+            0,
+            0,
+            BitReader::new(&[], 0),
+            0,
+        );
+        it.decoded = Some(Box::new(Decoded { ts, vs }));
+        it
+    }
+
+    /// The next sample of a materialized iterator.
+    #[inline]
+    fn next_decoded(&mut self) -> Option<(i64, f64)> {
+        let d = self.decoded.as_deref()?;
+        let i = usize::from(self.idx);
+        if self.idx >= self.count {
+            return None;
+        }
+        let s = (*d.ts.get(i)?, *d.vs.get(i)?);
+        (self.t, self.v) = s;
+        self.idx += 1;
+        Some(s)
     }
 
     /// The decoding error that ended the iteration early, if any.
@@ -145,6 +188,9 @@ impl Iterator for SampleIter<'_> {
 
     #[inline]
     fn next(&mut self) -> Option<(i64, f64)> {
+        if self.decoded.is_some() {
+            return self.next_decoded();
+        }
         if self.idx >= self.count {
             return self.check_end();
         }

@@ -49,7 +49,10 @@
 //! [`meta`]), `iter.rs` ([`SampleIter`], one sample at a time with `seek`), `decoders.rs`
 //! (one decoder per fixed coding), `bulk.rs` ([`decode_into`]: one loop per coding, compiled
 //! for the baseline CPU and for lzcnt/BMI2). Bits: `bitstream.rs`, `xor.rs`, `int.rs`.
-//! `fuzz.rs` is the body of the `chunk_decode` fuzz target.
+//! Histogram groups (a classic histogram's buckets and count in one chunk of blocks; their
+//! members start with a marker byte, bit 7 set, which the entry points above recognise):
+//! `group.rs`. `fuzz.rs` holds the bodies of the `chunk_decode` and `chunk_group` fuzz
+//! targets.
 
 pub(crate) mod bitstream;
 pub(crate) mod int;
@@ -63,6 +66,7 @@ mod decoders;
 mod encoder;
 #[cfg(any(test, feature = "fuzzing"))]
 mod fuzz;
+mod group;
 mod header;
 mod iter;
 mod rescoder;
@@ -75,7 +79,8 @@ use cost::*;
 use decoders::*;
 use encoder::*;
 #[cfg(any(test, feature = "fuzzing"))]
-pub use fuzz::fuzz_decode;
+pub use fuzz::{fuzz_decode, fuzz_group};
+pub use group::{encode_group, group_member, MAX_GROUP_MEMBERS};
 pub use header::{decode, decode_unverified, encoded_len, header, meta};
 pub use iter::SampleIter;
 use rescoder::*;

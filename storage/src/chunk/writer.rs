@@ -353,6 +353,22 @@ impl ChunkWriter {
         if time == self.enc.time && value == self.enc.value {
             return self.enc.to_bytes();
         }
+        self.encoder_from(ts, vs, time, value, param).to_bytes()
+    }
+
+    /// [`encode_from`](ChunkWriter::encode_from) as the coder holding the chunk (for the
+    /// columns of histogram groups, which are stored without a chunk's header).
+    pub(super) fn encoder_from(
+        &self,
+        ts: &[i64],
+        vs: &[f64],
+        time: TimeEncoding,
+        value: ValueEncoding,
+        param: Option<u32>,
+    ) -> Encoder {
+        if time == self.enc.time && value == self.enc.value {
+            return self.enc.clone();
+        }
         let mut e = Encoder::new(time, value);
         if let (Some(p), ResCoder::Fixed(_)) = (param, e.v_coder) {
             e.v_coder = ResCoder::Fixed(FixedRice::with_param(p));
@@ -413,7 +429,7 @@ impl ChunkWriter {
         for (i, (&t, &v)) in ts.iter().zip(vs).enumerate() {
             e.push_ahead(t, v, scaled(i), &ts_ahead, &v_ahead);
         }
-        e.to_bytes()
+        e
     }
 
     #[doc(hidden)]

@@ -1,0 +1,606 @@
+//! Histogram group chunks: the `_bucket` series of one classic histogram (and its `_count`)
+//! stored together over one time range, as one timestamp column and per-member increments.
+//!
+//! A classic histogram's buckets are cumulative counters that move together: bucket `j`
+//! minus bucket `j - 1` (the observations between their bounds) is small and often constant,
+//! and every bucket has the same timestamps. A group chunk codes member 0 as an ordinary
+//! chunk (timestamps and values) and every later member `j` as the column of differences
+//! `v[j] - v[j - 1]`, row by row, with the integer value codings of ordinary chunks and no
+//! timestamps. The block writer groups only members whose values are whole numbers of at most
+//! 2^52 (so the differences and the sums that restore them are exact) and checks that the
+//! group decodes to every member's exact bits before it uses it.
+//!
+//! # Byte layout
+//!
+//! Each member is reached through its own chunk reference: the group is preceded by one
+//! marker byte per member, written from the last member down to member 0, and member `j`'s
+//! reference points at its marker, `0x80 | j`. Reading a member's bytes therefore starts with
+//! its marker, which says how many marker bytes (`j`) follow before the group itself.
+//!
+//! ```text
+//! member  := marker[j] marker[j-1] ... marker[0] group       marker[i] = 0x80 | i
+//! group   := 0x40 members:u8 (2..=128) count:uvarint body_len:uvarint body crc32:u32le
+//! body    := base_len:uvarint base (members - 1) × column
+//! base    := an ordinary chunk (see the module docs of `chunk`): the timestamps and
+//!            member 0's values, count samples
+//! column  := kind:u8 [intparams:u8] first:uvarint bits_len:uvarint bits[bits_len]
+//! kind    := value coding as in an ordinary chunk's kind bits 0-1 (1 XOR, 2 integer,
+//!            3 constant), other bits zero; intparams as in an ordinary chunk (integers);
+//!            first and bits as an ordinary chunk's first value and value codes, with no
+//!            timestamp codes (every column has count values)
+//! crc32   := CRC-32 (IEEE) of every byte from 0x40 to the end of body
+//! ```
+//!
+//! Member `j`'s value in row `r` is `member[j - 1][r] + column[j][r]` (f64 addition).
+//! Ordinary chunks never have bits 6 or 7 of their first byte set, so readers that do not
+//! know groups reject them as an unknown encoding.
+
+use super::*;
+
+/// First byte of a group (after the markers).
+const GROUP_KIND: u8 = 0x40;
+/// Bit set in every marker byte.
+const MARKER: u8 = 0x80;
+/// Most members in one group (the marker's 7 bits).
+pub const MAX_GROUP_MEMBERS: usize = 128;
+/// Largest magnitude of a grouped value: differences of two such values are exact in f64.
+const MAX_GROUPED: f64 = (1u64 << 52) as f64;
+
+/// Whether `bytes` start with a group member's marker (rather than an ordinary chunk).
+#[inline]
+pub(super) fn is_member(bytes: &[u8]) -> bool {
+    bytes.first().is_some_and(|&b| b & MARKER != 0)
+}
+
+/// A parsed member reference.
+struct MemberRef<'a> {
+    /// The member's position in its group.
+    member: usize,
+    /// The group's bytes, from [`GROUP_KIND`] to the end of its checksum.
+    group: &'a [u8],
+    /// Where the group starts in the member's bytes (= `member + 1`).
+    group_at: usize,
+    members: usize,
+    count: u16,
+    body_start: usize,
+    body_end: usize,
+}
+
+fn parse_member(bytes: &[u8]) -> Result<MemberRef<'_>, Error> {
+    let b0 = *bytes.first().ok_or_else(|| corrupt(0, "empty chunk"))?;
+    if b0 & MARKER == 0 {
+        return Err(corrupt(0, "not a histogram group member"));
+    }
+    let member = usize::from(b0 & !MARKER);
+    for i in 1..=member {
+        let want = MARKER | (member - i) as u8;
+        match bytes.get(i) {
+            Some(&b) if b == want => {}
+            Some(&b) => {
+                return Err(corrupt(
+                    i,
+                    format!("group marker {b:#04x} where {want:#04x} belongs"),
+                ))
+            }
+            None => return Err(corrupt(i, "group markers truncated")),
+        }
+    }
+    let group_at = member + 1;
+    let g = bytes.get(group_at..).unwrap_or(&[]);
+    match g.first() {
+        Some(&GROUP_KIND) => {}
+        Some(&b) => {
+            return Err(corrupt(
+                group_at,
+                format!("group kind {b:#04x} after the markers"),
+            ))
+        }
+        None => return Err(corrupt(group_at, "group truncated")),
+    }
+    let members = usize::from(
+        *g.get(1)
+            .ok_or_else(|| corrupt(group_at + 1, "group truncated"))?,
+    );
+    if !(2..=MAX_GROUP_MEMBERS).contains(&members) || member >= members {
+        return Err(corrupt(
+            group_at + 1,
+            format!("member {member} of a group of {members}"),
+        ));
+    }
+    let mut pos = 2;
+    let count = get_uvarint(g, &mut pos).map_err(|_| corrupt(group_at + pos, "bad row count"))?;
+    let count = u16::try_from(count)
+        .ok()
+        .filter(|&c| c > 0)
+        .ok_or_else(|| corrupt(group_at + 2, format!("row count {count}")))?;
+    let at = pos;
+    let body_len =
+        get_uvarint(g, &mut pos).map_err(|_| corrupt(group_at + at, "bad body length"))?;
+    let body_end = usize::try_from(body_len)
+        .ok()
+        .and_then(|l| pos.checked_add(l))
+        .filter(|&e| e.checked_add(4).is_some_and(|t| t <= g.len()))
+        .ok_or_else(|| {
+            corrupt(
+                group_at + at,
+                format!("group body of {body_len} bytes truncated"),
+            )
+        })?;
+    Ok(MemberRef {
+        member,
+        group: &g[..body_end + 4],
+        group_at,
+        members,
+        count,
+        body_start: pos,
+        body_end,
+    })
+}
+
+/// The member position and the length of the member's bytes (markers and group) of the
+/// group member at the start of `bytes`; `None` for an ordinary chunk or bytes that are not a
+/// well-formed group (see [`decode`]'s error for why).
+pub fn group_member(bytes: &[u8]) -> Option<(u8, usize)> {
+    let m = parse_member(bytes).ok()?;
+    Some((m.member as u8, m.group_at + m.group.len()))
+}
+
+/// The length of the group member at the start of `bytes`: its markers and the group.
+pub(super) fn member_len(bytes: &[u8]) -> Result<usize, Error> {
+    parse_member(bytes).map(|m| m.group_at + m.group.len())
+}
+
+fn verify_group_crc(m: &MemberRef<'_>) -> Result<(), Error> {
+    let (data, rest) = m.group.split_at(m.body_end);
+    let stored = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]);
+    let actual = crc32fast::hash(data);
+    if stored != actual {
+        return Err(corrupt(
+            m.group_at + m.body_end,
+            format!("group checksum mismatch: stored {stored:#010x}, computed {actual:#010x}"),
+        ));
+    }
+    Ok(())
+}
+
+/// A column's header and bits.
+struct Column<'a> {
+    value: ValueEncoding,
+    first: u64,
+    bits: &'a [u8],
+    /// Offset of `bits` in the group.
+    at: usize,
+}
+
+fn parse_column<'a>(body: &'a [u8], pos: &mut usize, base: usize) -> Result<Column<'a>, Error> {
+    let at = *pos;
+    let b0 = *body
+        .get(at)
+        .ok_or_else(|| corrupt(base + at, "group column missing"))?;
+    *pos += 1;
+    let value = match b0 {
+        KIND_XOR => ValueEncoding::Xor,
+        KIND_CONST => ValueEncoding::Const,
+        KIND_INT => {
+            let b1 = *body
+                .get(*pos)
+                .ok_or_else(|| corrupt(base + *pos, "group column truncated"))?;
+            *pos += 1;
+            let decimals = b1 & INT_DEC_MASK;
+            let fixed_k = b1 & INT_FIXED != 0;
+            if decimals > int::MAX_DECIMALS || (fixed_k && b1 & (INT_NO_BITS | INT_SPARSE) != 0) {
+                return Err(corrupt(
+                    base + *pos - 1,
+                    format!("bad integer parameters {b1:#04x}"),
+                ));
+            }
+            ValueEncoding::Int {
+                decimals,
+                delta_of_delta: b1 & INT_DELTA == 0,
+                no_bits: b1 & INT_NO_BITS != 0,
+                sparse: b1 & INT_SPARSE != 0,
+                fixed_k,
+            }
+        }
+        _ => return Err(corrupt(base + at, format!("unknown column kind {b0:#04x}"))),
+    };
+    let first =
+        get_uvarint(body, pos).map_err(|_| corrupt(base + *pos, "bad column first value"))?;
+    let len = get_uvarint(body, pos).map_err(|_| corrupt(base + *pos, "bad column length"))?;
+    let end = usize::try_from(len)
+        .ok()
+        .and_then(|l| pos.checked_add(l))
+        .filter(|&e| e <= body.len())
+        .ok_or_else(|| corrupt(base + *pos, format!("column of {len} bytes truncated")))?;
+    let bits = &body[*pos..end];
+    let c = Column {
+        value,
+        first,
+        bits,
+        at: base + *pos,
+    };
+    *pos = end;
+    Ok(c)
+}
+
+/// Decodes the group member at the start of `bytes` into an iterator over its samples
+/// (decoded at once: member `j` needs the columns of members `0..=j`). `verify` checks the
+/// group's checksum.
+pub(super) fn decode_member(bytes: &[u8], verify: bool) -> Result<SampleIter<'static>, Error> {
+    let m = parse_member(bytes)?;
+    if verify {
+        verify_group_crc(&m)?;
+    }
+    let body = &m.group[m.body_start..m.body_end];
+    let off = m.group_at + m.body_start;
+    let mut pos = 0;
+    let base_len = get_uvarint(body, &mut pos).map_err(|_| corrupt(off, "bad base length"))?;
+    let base_end = usize::try_from(base_len)
+        .ok()
+        .and_then(|l| pos.checked_add(l))
+        .filter(|&e| e <= body.len())
+        .ok_or_else(|| corrupt(off, format!("base chunk of {base_len} bytes truncated")))?;
+    let base = &body[pos..base_end];
+    let p = header::parse_header(base).map_err(|e| shift(e, off + pos))?;
+    if p.total != base.len() || p.count != m.count {
+        return Err(corrupt(
+            off + pos,
+            format!(
+                "base chunk of {} samples in {} bytes, group says {} rows in {} bytes",
+                p.count,
+                p.total,
+                m.count,
+                base.len()
+            ),
+        ));
+    }
+    let mut it = header::open_body(base, &p).map_err(|e| shift(e, off + pos))?;
+    let n = usize::from(m.count);
+    let (mut ts, mut vs) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    it.decode_into(&mut ts, &mut vs);
+    if let Some(e) = it.take_err() {
+        return Err(shift(e, off + pos));
+    }
+    pos = base_end;
+    let mut col = Vec::with_capacity(n);
+    let mut scratch = Vec::with_capacity(n);
+    for j in 1..m.members {
+        let c = parse_column(body, &mut pos, off)?;
+        if j > m.member {
+            continue;
+        }
+        col.clear();
+        scratch.clear();
+        let mut ci = SampleIter::new(
+            TimeEncoding::Regular,
+            c.value,
+            m.count,
+            0,
+            1,
+            c.first,
+            BitReader::new(c.bits, (c.bits.len() as u64).saturating_mul(8)),
+            c.at as u64,
+        );
+        ci.decode_into(&mut scratch, &mut col);
+        if let Some(e) = ci.take_err() {
+            return Err(e);
+        }
+        if col.len() != n {
+            return Err(corrupt(c.at, "column shorter than the group"));
+        }
+        for (v, d) in vs.iter_mut().zip(&col) {
+            *v += d;
+        }
+    }
+    if pos != body.len() {
+        return Err(corrupt(off + pos, "trailing bytes after the last column"));
+    }
+    Ok(SampleIter::materialized(ts, vs))
+}
+
+/// Moves a chunk error's offset by `by` bytes (errors of the base chunk, whose offsets count
+/// from its own start).
+fn shift(e: Error, by: usize) -> Error {
+    match e {
+        Error::Corrupt {
+            what,
+            path,
+            offset,
+            reason,
+        } => Error::Corrupt {
+            what,
+            path,
+            offset: offset + by as u64,
+            reason,
+        },
+        e => e,
+    }
+}
+
+/// Encodes one histogram group: `ts` the shared timestamps (strictly increasing, at most
+/// [`MAX_ENCODED_SAMPLES`]), `members[j]` member `j`'s values (same length). Returns the
+/// markers followed by the group (member `j`'s bytes start at offset `members - 1 - j`), or
+/// `None` when the group cannot be coded losslessly or does not apply: fewer than 2 or more
+/// than [`MAX_GROUP_MEMBERS`] members, lengths that differ, a value that is not a whole number
+/// of at most 2^52 (NaN, staleness markers, fractions, `-0.0`), or any member that would not
+/// decode to its exact bits.
+pub fn encode_group(ts: &[i64], members: &[&[f64]]) -> Option<Vec<u8>> {
+    let n = members.len();
+    if !(2..=MAX_GROUP_MEMBERS).contains(&n)
+        || ts.is_empty()
+        || ts.len() > MAX_ENCODED_SAMPLES
+        || ts.windows(2).any(|w| w[1] <= w[0])
+        || members.iter().any(|m| m.len() != ts.len())
+    {
+        return None;
+    }
+    let whole =
+        |v: f64| v.abs() <= MAX_GROUPED && v.fract() == 0.0 && v.to_bits() != (-0.0f64).to_bits();
+    if !members.iter().all(|m| m.iter().all(|&v| whole(v))) {
+        return None;
+    }
+    let mut base = ChunkWriter::new();
+    for (&t, &v) in ts.iter().zip(members[0]) {
+        base.append(t, v);
+    }
+    if base.len() != ts.len() {
+        return None;
+    }
+    let base = base.finish();
+    let mut body = Vec::with_capacity(base.len() + 8 * n);
+    put_uvarint(&mut body, base.len() as u64);
+    body.extend_from_slice(&base);
+    let rows: Vec<i64> = (0..ts.len() as i64).collect();
+    let mut d = Vec::with_capacity(ts.len());
+    for j in 1..n {
+        d.clear();
+        // whole numbers of at most 2^52: the difference and the sum restoring it are exact
+        d.extend(members[j].iter().zip(members[j - 1]).map(|(a, b)| a - b));
+        let mut w = ChunkWriter::new();
+        for (&r, &v) in rows.iter().zip(&d) {
+            w.append(r, v);
+        }
+        let (time, value, param) = w.cheapest(&rows, &d);
+        let e = w.encoder_from(&rows, &d, time, value, param);
+        if e.time != TimeEncoding::Regular && ts.len() > 1 {
+            return None;
+        }
+        let (kb, kn) = e.kind_bytes();
+        body.push(kb[0] & KIND_MASK);
+        if kn == 2 {
+            body.push(kb[1]);
+        }
+        put_uvarint(&mut body, e.first_value_code());
+        let bits = e.w.bytes();
+        put_uvarint(&mut body, bits.len() as u64);
+        body.extend_from_slice(bits);
+    }
+    let mut out = Vec::with_capacity(n + body.len() + 16);
+    for j in (0..n).rev() {
+        out.push(MARKER | j as u8);
+    }
+    let g = out.len();
+    out.push(GROUP_KIND);
+    out.push(n as u8);
+    put_uvarint(&mut out, ts.len() as u64);
+    put_uvarint(&mut out, body.len() as u64);
+    out.extend_from_slice(&body);
+    let crc = crc32fast::hash(&out[g..]);
+    out.extend_from_slice(&crc.to_le_bytes());
+    // lossless or nothing: every member must decode to its exact bits
+    for (j, m) in members.iter().enumerate() {
+        let mut it = decode_member(&out[n - 1 - j..], true).ok()?;
+        let (mut dt, mut dv) = (Vec::new(), Vec::new());
+        it.decode_into(&mut dt, &mut dv);
+        if dt != ts
+            || dv
+                .iter()
+                .zip(m.iter())
+                .any(|(a, b)| a.to_bits() != b.to_bits())
+        {
+            return None;
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn member(bytes: &[u8], n: usize, j: usize) -> Vec<(i64, u64)> {
+        let b = &bytes[n - 1 - j..];
+        assert_eq!(encoded_len(b).unwrap(), b.len());
+        assert_eq!(group_member(b), Some((j as u8, b.len())));
+        let mut it = decode(b).unwrap();
+        let a: Vec<_> = it.by_ref().map(|(t, v)| (t, v.to_bits())).collect();
+        assert!(it.err().is_none());
+        let (mut ts, mut vs) = (Vec::new(), Vec::new());
+        decode_into(b, &mut ts, &mut vs).unwrap();
+        let bulk: Vec<_> = ts.iter().zip(&vs).map(|(&t, v)| (t, v.to_bits())).collect();
+        assert_eq!(a, bulk);
+        let m = meta(b).unwrap();
+        assert_eq!(usize::from(m.num_samples), a.len());
+        assert_eq!(header(b).unwrap().len, b.len());
+        a
+    }
+
+    fn roundtrip(ts: &[i64], members: &[Vec<f64>]) -> Option<Vec<u8>> {
+        let refs: Vec<&[f64]> = members.iter().map(Vec::as_slice).collect();
+        let bytes = encode_group(ts, &refs)?;
+        for (j, m) in members.iter().enumerate() {
+            let want: Vec<_> = ts.iter().zip(m).map(|(&t, v)| (t, v.to_bits())).collect();
+            assert_eq!(member(&bytes, members.len(), j), want, "member {j}");
+        }
+        Some(bytes)
+    }
+
+    /// Cumulative buckets of a histogram scraped every 15 s.
+    fn histogram(buckets: usize, rows: usize, seed: u64) -> (Vec<i64>, Vec<Vec<f64>>) {
+        let mut x = seed | 1;
+        let mut rnd = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let ts: Vec<i64> = (0..rows as i64)
+            .map(|i| 1_700_000_000_000 + 15_000 * i)
+            .collect();
+        let mut counts = vec![0f64; buckets];
+        let mut members = vec![Vec::new(); buckets];
+        for _ in 0..rows {
+            for c in counts.iter_mut() {
+                *c += (rnd() % 5) as f64;
+            }
+            let mut cum = 0.0;
+            for (j, c) in counts.iter().enumerate() {
+                cum += c;
+                members[j].push(cum);
+            }
+        }
+        (ts, members)
+    }
+
+    #[test]
+    fn histogram_group_is_smaller_than_its_members() {
+        let (ts, members) = histogram(12, 120, 7);
+        let bytes = roundtrip(&ts, &members).unwrap();
+        let apart: usize = members
+            .iter()
+            .map(|m| {
+                let mut w = ChunkWriter::new();
+                for (&t, &v) in ts.iter().zip(m) {
+                    w.append(t, v);
+                }
+                w.finish().len()
+            })
+            .sum();
+        // each member's own chunk codes the sum of all lower buckets' noise; the group does not
+        assert!(
+            bytes.len() * 5 < apart * 4,
+            "group {} bytes, members apart {apart}",
+            bytes.len()
+        );
+    }
+
+    #[test]
+    fn refuses_what_it_cannot_code_exactly() {
+        let ts = [1000, 2000, 3000];
+        let ok = [1.0, 2.0, 3.0];
+        for bad in [
+            [1.0, f64::NAN, 3.0],
+            [1.0, f64::from_bits(0x7ff0_0000_0000_0002), 3.0],
+            [1.0, 2.5, 3.0],
+            [1.0, -0.0, 3.0],
+            [1.0, f64::INFINITY, 3.0],
+            [1.0, 9.1e15, 3.0],
+        ] {
+            assert!(encode_group(&ts, &[&ok, &bad]).is_none(), "{bad:?}");
+            assert!(encode_group(&ts, &[&bad, &ok]).is_none(), "{bad:?}");
+        }
+        assert!(encode_group(&ts, &[&ok]).is_none(), "one member");
+        assert!(
+            encode_group(&ts, &[&ok, &ok[..2]]).is_none(),
+            "lengths differ"
+        );
+        assert!(
+            encode_group(&[1000, 1000, 3000], &[&ok, &ok]).is_none(),
+            "timestamps"
+        );
+        assert!(encode_group(&[], &[&[], &[]]).is_none(), "empty");
+        let many = vec![&ok[..]; MAX_GROUP_MEMBERS + 1];
+        assert!(encode_group(&ts, &many).is_none());
+        let most = vec![&ok[..]; MAX_GROUP_MEMBERS];
+        roundtrip(&ts, &most.iter().map(|m| m.to_vec()).collect::<Vec<_>>()).unwrap();
+    }
+
+    #[test]
+    fn resets_negative_increments_and_one_row() {
+        // a counter reset in every member, a lower bucket above a higher one, one row
+        let ts = [10, 20, 30, 40];
+        let a = vec![5.0, 9.0, 0.0, 2.0];
+        let b = vec![7.0, 8.0, 1.0, 2.0];
+        let c = vec![7.0, 12.0, 1.0, 4e15];
+        roundtrip(&ts, &[a, b, c]).unwrap();
+        roundtrip(&[5], &[vec![1.0], vec![3.0]]).unwrap();
+    }
+
+    #[test]
+    fn corrupt_groups_are_errors() {
+        let (ts, members) = histogram(4, 30, 3);
+        let bytes = roundtrip(&ts, &members).unwrap();
+        // every flipped byte: an error or (markers aside) a checksum mismatch, never a panic
+        for i in 0..bytes.len() {
+            for bit in [0x01u8, 0x80] {
+                let mut b = bytes.clone();
+                b[i] ^= bit;
+                let _ = encoded_len(&b);
+                let _ = group_member(&b);
+                if i >= 4 {
+                    assert!(decode(&b).is_err(), "byte {i} bit {bit:#x} went unnoticed");
+                }
+                if let Ok(mut it) = decode_unverified(&b) {
+                    for _ in it.by_ref() {}
+                }
+            }
+        }
+        for cut in 0..bytes.len() {
+            assert!(decode(&bytes[..cut]).is_err());
+            let _ = decode_unverified(&bytes[..cut]);
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Random layouts (members, rows, increments that may be negative, resets) round-trip
+        /// bit-exactly; members with a value the group cannot code exactly are refused, never
+        /// changed.
+        #[test]
+        fn groups_round_trip(
+            members in 2usize..24,
+            rows in 1usize..260,
+            steps in proptest::collection::vec(0u64..7, 1..400),
+            gaps in proptest::collection::vec(1i64..40_000, 1..300),
+            reset_at in 0usize..300,
+            special in proptest::option::of((0usize..24, 0usize..260, 0usize..5)),
+        ) {
+            let mut t = 1_700_000_000_000i64;
+            let ts: Vec<i64> = (0..rows).map(|i| { t += gaps[i % gaps.len()]; t }).collect();
+            let mut cols = vec![0f64; members];
+            let mut out = vec![Vec::with_capacity(rows); members];
+            let mut k = 0;
+            for r in 0..rows {
+                if r == reset_at {
+                    cols.iter_mut().for_each(|c| *c = 0.0);
+                }
+                let mut cum = 0.0;
+                for (j, c) in cols.iter_mut().enumerate() {
+                    *c += steps[k % steps.len()] as f64;
+                    k += 1;
+                    cum += *c;
+                    out[j].push(cum);
+                }
+            }
+            let mut exact = true;
+            if let Some((j, r, what)) = special {
+                let (j, r) = (j % members, r % rows);
+                out[j][r] = [f64::NAN, f64::from_bits(0x7ff0_0000_0000_0002), 0.5, -0.0, -3.0][what];
+                exact = what == 4;
+            }
+            let refs: Vec<&[f64]> = out.iter().map(Vec::as_slice).collect();
+            match encode_group(&ts, &refs) {
+                Some(bytes) => {
+                    prop_assert!(exact);
+                    for (j, m) in out.iter().enumerate() {
+                        let want: Vec<_> = ts.iter().zip(m).map(|(&t, v)| (t, v.to_bits())).collect();
+                        prop_assert_eq!(member(&bytes, members, j), want);
+                    }
+                }
+                None => prop_assert!(!exact),
+            }
+        }
+    }
+}
