@@ -884,20 +884,15 @@ fn open_blocks(dir: &Path, read_only: bool, stats: &mut OpenStats) -> Result<Vec
             Err(e) => stats.bad_blocks.push((d, e.to_string())),
         }
     }
-    // a compaction interrupted after writing its output but before deleting its inputs
-    // leaves blocks whose data is also in a newer block: drop them
-    let mut covered = std::collections::HashSet::new();
-    for b in &blocks {
-        let m = b.meta();
-        if m.level > 1 {
-            covered.extend(m.sources.iter().filter(|s| **s != m.id).cloned());
-        }
-    }
+    // a compaction or tombstone rewrite interrupted after writing its output but before
+    // deleting its inputs leaves blocks whose data is also in a newer block: drop them
+    let superseded = superseded_blocks(&blocks);
     let mut keep = Vec::new();
     for b in blocks {
-        let m = b.meta();
-        if m.level == 1 && covered.contains(&m.id) {
+        if superseded.contains(&b.meta().id) {
             if !read_only {
+                tracing::info!(block = %b.meta().id, level = b.meta().level,
+                    "deleting a block whose data is in a newer block (an interrupted compaction or rewrite)");
                 let dir = b.dir().to_path_buf();
                 drop(b);
                 block::delete_block(&dir)?;
@@ -909,6 +904,36 @@ fn open_blocks(dir: &Path, read_only: bool, stats: &mut OpenStats) -> Result<Vec
     keep.sort_by(|a, b| (a.meta().min_time, &a.meta().id).cmp(&(b.meta().min_time, &b.meta().id)));
     stats.blocks = keep.len();
     Ok(keep)
+}
+
+/// The ids of blocks whose data another block holds: a block is the output of compacting or
+/// rewriting (`clean_tombstones`) blocks when its level is higher and its sources include all
+/// of theirs (a compaction's sources are the union of its inputs', a rewrite keeps its
+/// input's). Both are left side by side only by a crash between writing the output and
+/// deleting the inputs, at any level.
+fn superseded_blocks(blocks: &[Arc<Block>]) -> std::collections::HashSet<String> {
+    use std::collections::HashSet;
+    let sources: Vec<HashSet<&str>> = blocks
+        .iter()
+        .map(|b| {
+            let m = b.meta();
+            let mut s: HashSet<&str> = m.sources.iter().map(String::as_str).collect();
+            if s.is_empty() {
+                s.insert(m.id.as_str());
+            }
+            s
+        })
+        .collect();
+    let mut out = HashSet::new();
+    for (i, b) in blocks.iter().enumerate() {
+        let covered = blocks.iter().enumerate().any(|(j, o)| {
+            j != i && o.meta().level > b.meta().level && sources[i].is_subset(&sources[j])
+        });
+        if covered {
+            out.insert(b.meta().id.clone());
+        }
+    }
+    out
 }
 
 fn spawn_background(inner: Arc<DbInner>) -> Background {

@@ -74,7 +74,7 @@ pub mod fuzzing {
     pub use crate::chunk::fuzz_decode as chunk_decode;
     pub use crate::chunk::fuzz_group as chunk_group;
     pub use crate::chunkfile::split_ref;
-    pub use crate::compact::{compact, plan};
+    pub use crate::compact::{compact, plan, rewrite};
     pub use crate::index::fuzz_index_read as index_read;
     pub use crate::retention::blocks_to_delete;
     pub use crate::tombstones::fuzz_decode as tombstones_decode;
