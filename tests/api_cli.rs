@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{demo_command, free_port, open_db, BIN};
-use inferdb::api::{self, ApiConfig, ApiState, DbBackend, NoScrape};
+use inferdb::api::{ApiConfig, ApiState, DbBackend, NoScrape};
 use inferdb_query::EngineOptions;
 use inferdb_storage::Labels;
 use serde_json::Value;
@@ -73,19 +73,13 @@ fn query_folder_url_and_api_agree() {
     // the same through a server's HTTP API (the folder is then open for writing by the server)
     let rt = tokio::runtime::Runtime::new().unwrap();
     let db = Arc::new(open_db(dir.path()));
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
     let state = ApiState::new(
         Arc::new(DbBackend::new(db, EngineOptions::default())),
         Arc::new(NoScrape),
         ApiConfig::default(),
     );
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    rt.spawn(api::serve(listener, state, async move {
-        let _ = rx.await;
-    }));
+    let server = rt.block_on(common::InProcessApi::start(state));
+    let url = server.base.clone();
     let (code, url_json, err) = run(&[
         "query",
         "instant",
@@ -163,7 +157,7 @@ fn query_folder_url_and_api_agree() {
     assert_eq!(code, 2, "a missing data folder is a usage error: {err}");
     assert!(err.contains("does not exist"), "{err}");
     assert!(!err.contains("internal"), "{err}");
-    let _ = tx.send(());
+    rt.block_on(server.stop());
 }
 
 #[test]

@@ -7,7 +7,7 @@ mod common;
 use std::process::Command;
 use std::sync::Arc;
 
-use inferdb::api::{self, ApiConfig, ApiState, DbBackend, NoScrape};
+use inferdb::api::{ApiConfig, ApiState, DbBackend, NoScrape};
 use inferdb_query::EngineOptions;
 use inferdb_storage::Labels;
 use serde_json::Value;
@@ -73,12 +73,8 @@ async fn promtool_queries() {
         Arc::new(NoScrape),
         ApiConfig::default(),
     );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(api::serve(listener, state, async move {
-        let _ = rx.await;
-    }));
+    let server = common::InProcessApi::start(state).await;
+    let url = server.base.clone();
     let client = reqwest::Client::new();
     let api = |path: &'static str, form: Vec<(&'static str, String)>| {
         let client = client.clone();
@@ -194,6 +190,5 @@ async fn promtool_queries() {
     .unwrap();
     assert_eq!(out, "llama\nqwen\n");
 
-    let _ = tx.send(());
-    server.await.unwrap().unwrap();
+    server.stop().await;
 }

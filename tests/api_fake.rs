@@ -1,11 +1,13 @@
 //! HTTP API tests against a fake backend: envelope, parameters, errors, limits, transport.
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use inferdb::api::{
-    self, ApiBackend, ApiConfig, ApiError, ApiState, ExprType, MatrixSeries, MetricMetadata,
-    NoScrape, QueryOptions, QueryOutput, QueryValue, ScrapeStatus, VectorSample,
+    ApiBackend, ApiConfig, ApiError, ApiState, ExprType, MatrixSeries, MetricMetadata, NoScrape,
+    QueryOptions, QueryOutput, QueryValue, ScrapeStatus, VectorSample,
 };
 use inferdb_storage::{Labels, MatchOp, Matcher};
 use serde_json::{json, Value};
@@ -246,21 +248,15 @@ fn fake() -> Fake {
 struct Server {
     base: String,
     client: reqwest::Client,
-    _shutdown: tokio::sync::oneshot::Sender<()>,
+    _api: common::InProcessApi,
 }
 
 async fn start_with(config: ApiConfig, scrape: Arc<dyn ScrapeStatus>) -> Server {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let state = ApiState::new(Arc::new(fake()), scrape, config);
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(api::serve(listener, state, async move {
-        let _ = rx.await;
-    }));
+    let api = common::InProcessApi::start(ApiState::new(Arc::new(fake()), scrape, config)).await;
     Server {
-        base: format!("http://{addr}"),
+        base: api.base.clone(),
         client: reqwest::Client::builder().no_gzip().build().unwrap(),
-        _shutdown: tx,
+        _api: api,
     }
 }
 

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use inferdb::api::{self, ApiConfig, ApiState, DbBackend, MetricMetadata, ScrapeStatus};
+use inferdb::api::{ApiConfig, ApiState, DbBackend, MetricMetadata, ScrapeStatus};
 use inferdb_query::EngineOptions;
 use inferdb_storage::{Db, Labels};
 use serde_json::Value;
@@ -622,8 +622,7 @@ fn check(line: &Value, code: u16, body: &str) -> Vec<&'static str> {
 
 struct Running {
     base: String,
-    stop: tokio::sync::oneshot::Sender<()>,
-    server: tokio::task::JoinHandle<std::io::Result<()>>,
+    api: common::InProcessApi,
     _dir: tempfile::TempDir,
 }
 
@@ -633,17 +632,11 @@ async fn start_loaded(config: ApiConfig) -> Running {
     load_vllm_data(&db);
     let db = Arc::new(db);
     let backend = DbBackend::new(db.clone(), EngineOptions::default());
-    let state = ApiState::new(Arc::new(backend), Arc::new(Meta), config);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(api::serve(listener, state, async move {
-        let _ = rx.await;
-    }));
+    let api =
+        common::InProcessApi::start(ApiState::new(Arc::new(backend), Arc::new(Meta), config)).await;
     Running {
-        base,
-        stop: tx,
-        server,
+        base: api.base.clone(),
+        api,
         _dir: dir,
     }
 }
@@ -706,8 +699,7 @@ async fn grafana_corpus_replays() {
         n += 1;
     }
     assert_eq!(n, 62, "every corpus line replayed");
-    let _ = running.stop.send(());
-    running.server.await.unwrap().unwrap();
+    running.api.stop().await;
 }
 
 /// 200 concurrent dashboard range queries all succeed (they queue behind the concurrency
@@ -812,6 +804,5 @@ async fn concurrent_load_and_abuse_are_handled() {
         r.text().await.unwrap(),
         r#"{"status":"success","data":{"resultType":"scalar","result":[4,"2"]}}"#
     );
-    let _ = running.stop.send(());
-    running.server.await.unwrap().unwrap();
+    running.api.stop().await;
 }

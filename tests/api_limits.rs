@@ -5,44 +5,16 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::{free_port, serve_command, Client, Proc};
 
-/// A scrape target on a thread of the test: answers every request with a one-line page.
+/// A scrape target on threads of the test: answers every request with a one-line page.
 fn page_server() -> String {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap().to_string();
-    std::thread::spawn(move || {
-        for s in l.incoming() {
-            let Ok(mut s) = s else { continue };
-            std::thread::spawn(move || {
-                let mut buf = [0u8; 4096];
-                let mut have = Vec::new();
-                loop {
-                    match s.read(&mut buf) {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => have.extend_from_slice(&buf[..n]),
-                    }
-                    while let Some(i) = have.windows(4).position(|w| w == b"\r\n\r\n") {
-                        have.drain(..i + 4);
-                        let body = "limits_test_page 1\n";
-                        let r = format!(
-                            "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n\r\n{body}",
-                            body.len()
-                        );
-                        if s.write_all(r.as_bytes()).is_err() {
-                            return;
-                        }
-                    }
-                }
-            });
-        }
-    });
-    addr
+    common::PageServer::start("limits_test_page 1\n").addr
 }
 
 /// `inferdb serve` scraping `target` every second, with `extra` flags and at most `nofile`

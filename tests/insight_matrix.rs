@@ -11,20 +11,13 @@ mod common;
 #[allow(dead_code)]
 mod gen_openmetrics;
 
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
+use common::insight::{self, States};
 use gen_openmetrics::{generate, GenOptions};
-use inferdb::api::{ApiBackend, DbBackend};
-use inferdb::insight::{advise, BackendSource, Severity, Thresholds};
 use inferdb::sim::ScenarioPlan;
-use inferdb_query::EngineOptions;
 
 const MODEL: &str = "meta-llama/Llama-3.1-8B-Instruct";
-const MIN: f64 = 60.0;
-
-/// (server, plan, injected states as (kind, from min, to min))
-type States = Vec<(&'static str, f64, f64)>;
 
 fn matrix() -> Vec<(&'static str, States)> {
     vec![
@@ -125,94 +118,19 @@ fn advise_names_every_injected_state_and_nothing_else() {
         },
     )
     .unwrap();
-    let backend: Arc<dyn ApiBackend> =
-        Arc::new(DbBackend::new(Arc::new(db), EngineOptions::default()));
-    let src = BackendSource {
-        backend,
-        timeout: Duration::from_secs(60),
-    };
-    let t0 = start_s as f64;
-    let th = Thresholds::default();
-    let t_adv = Instant::now();
-    let report = advise(&src, start_s * 1000, (start_s + 90 * 60) * 1000, &th, &[]).unwrap();
-    let t_adv = t_adv.elapsed();
-    for f in &report.findings {
-        eprintln!(
-            "{:?} {} {:?} {:.1}..{:.1} min: {}",
-            f.severity,
-            f.kind,
-            f.scope,
-            (f.start - t0) / MIN,
-            (f.end - t0) / MIN,
-            f.summary
-        );
-    }
-    // recall: every injected state on its instance and model within its span
-    let slack = 5.0; // minutes of rate-window lag allowed after a span
-    let mut injected = 0;
-    let mut found = 0;
-    for (s, (_, states)) in m.iter().enumerate() {
-        let inst = format!("vllm-{s}:8000");
-        for &(kind, from, to) in states {
-            injected += 1;
-            let hit = report.findings.iter().any(|f| {
-                f.kind == kind
-                    && f.scope.get("instance") == Some(&inst)
-                    && f.scope.get("model_name").is_none_or(|m| m == MODEL)
-                    && (f.start - t0) / MIN >= from - 1.0
-                    && (f.start - t0) / MIN <= to + slack
-                    && (f.end - t0) / MIN <= to + slack
-            });
-            if hit {
-                found += 1;
-            } else {
-                eprintln!("MISSED {kind} on {inst} in {from}..{to} min");
-            }
-        }
-    }
-    // precision: every finding but operating_point is an injected state
-    let mut reported = 0;
-    let mut correct = 0;
-    for f in report
-        .findings
-        .iter()
-        .filter(|f| f.kind != "operating_point")
-    {
-        reported += 1;
-        let inst = f.scope.get("instance").cloned().unwrap_or_default();
-        let ok = m.iter().enumerate().any(|(s, (_, states))| {
-            inst == format!("vllm-{s}:8000")
-                && states.iter().any(|&(kind, from, to)| {
-                    kind == f.kind
-                        && (f.start - t0) / MIN >= from - 1.0
-                        && (f.start - t0) / MIN <= to + slack
-                })
-        });
-        if ok {
-            correct += 1;
-        } else {
-            eprintln!(
-                "FALSE {} {:?} at {:.1} min",
-                f.kind,
-                f.scope,
-                (f.start - t0) / MIN
-            );
-        }
-    }
-    let recall = found as f64 / injected as f64;
-    let precision = if reported == 0 {
-        1.0
-    } else {
-        correct as f64 / reported as f64
-    };
-    eprintln!(
-        "matrix: {injected} injected, {found} found, {reported} reported, {correct} correct: precision {:.0} %, recall {:.0} % (generate {t_gen:?}, advise {t_adv:?}, total {:?})",
-        100.0 * precision,
-        100.0 * recall,
-        t_all.elapsed()
+    let src = insight::source(db);
+    let (report, t_adv) = insight::advise_window(&src, start_s, 90);
+    insight::assert_matrix_found(
+        &report,
+        &m,
+        |_| MODEL,
+        start_s,
+        "matrix",
+        &format!(
+            "generate {t_gen:?}, advise {t_adv:?}, total {:?}",
+            t_all.elapsed()
+        ),
     );
-    assert_eq!(recall, 1.0, "recall");
-    assert_eq!(precision, 1.0, "precision");
     // healthy instances: nothing at all but operating_point
     for s in [6, 7] {
         let inst = format!("vllm-{s}:8000");
@@ -221,16 +139,7 @@ fn advise_names_every_injected_state_and_nothing_else() {
             .iter()
             .any(|f| f.scope.get("instance") == Some(&inst)));
     }
-    // an all-healthy window: nothing of severity warning or above
-    let healthy = advise(&src, start_s * 1000, (start_s + 19 * 60) * 1000, &th, &[]).unwrap();
-    assert!(
-        !healthy
-            .findings
-            .iter()
-            .any(|f| f.severity >= Severity::Warning),
-        "{:?}",
-        healthy.findings
-    );
+    insight::assert_healthy_start(&src, start_s);
     // one operating point per model
     assert_eq!(
         report

@@ -10,24 +10,19 @@
 //! by the GPUs joined to the instance's host (the OpenMetrics matrix, `insight_matrix.rs`,
 //! has no GPU series and judges it by the KV cache).
 
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+mod common;
 
-use inferdb::api::{ApiBackend, DbBackend};
-use inferdb::insight::{advise, BackendSource, Severity, Thresholds};
+use std::time::Instant;
+
+use common::insight::{self, States};
 use inferdb::sim::record::{record, Recording, SimHost};
 use inferdb::sim::ScenarioPlan;
-use inferdb_query::EngineOptions;
 
 const START_S: i64 = 1_796_083_200;
-const MIN: f64 = 60.0;
 const MODELS: [&str; 2] = [
     "meta-llama/Llama-3.1-8B-Instruct",
     "Qwen/Qwen2.5-7B-Instruct",
 ];
-
-/// (plan, injected states as (kind, from min, to min))
-type States = Vec<(&'static str, f64, f64)>;
 
 fn matrix() -> Vec<(&'static str, States)> {
     vec![
@@ -91,7 +86,7 @@ fn advise_names_every_simulated_state_and_nothing_else() {
             hosts,
             start_s: START_S as f64,
             step_s: 15.0,
-            seconds: 90.0 * MIN,
+            seconds: 90.0 * insight::MIN,
             families: Some(
                 [
                     "vllm:num_requests_running",
@@ -116,90 +111,20 @@ fn advise_names_every_simulated_state_and_nothing_else() {
     )
     .unwrap();
     let t_rec = t_all.elapsed();
-    let backend: Arc<dyn ApiBackend> =
-        Arc::new(DbBackend::new(Arc::new(db), EngineOptions::default()));
-    let src = BackendSource {
-        backend,
-        timeout: Duration::from_secs(60),
-    };
-    let t0 = START_S as f64;
-    let th = Thresholds::default();
-    let t_adv = Instant::now();
-    let report = advise(&src, START_S * 1000, (START_S + 90 * 60) * 1000, &th, &[]).unwrap();
-    let t_adv = t_adv.elapsed();
-    for f in &report.findings {
-        eprintln!(
-            "{:?} {} {:?} {:.1}..{:.1} min: {}",
-            f.severity,
-            f.kind,
-            f.scope,
-            (f.start - t0) / MIN,
-            (f.end - t0) / MIN,
-            f.summary
-        );
-    }
-    let slack = 5.0; // minutes of rate-window lag allowed after a span
-    let inst = |s: usize| format!("vllm-{s}:8000");
-    let (mut injected, mut found) = (0, 0);
-    for (s, (_, states)) in m.iter().enumerate() {
-        for &(kind, from, to) in states {
-            injected += 1;
-            let hit = report.findings.iter().any(|f| {
-                f.kind == kind
-                    && f.scope.get("instance") == Some(&inst(s))
-                    && f.scope.get("model_name").is_none_or(|x| x == MODELS[s % 2])
-                    && (f.start - t0) / MIN >= from - 1.0
-                    && (f.start - t0) / MIN <= to + slack
-                    && (f.end - t0) / MIN <= to + slack
-            });
-            if hit {
-                found += 1;
-            } else {
-                eprintln!("MISSED {kind} on {} in {from}..{to} min", inst(s));
-            }
-        }
-    }
-    let (mut reported, mut correct) = (0, 0);
-    for f in report
-        .findings
-        .iter()
-        .filter(|f| f.kind != "operating_point")
-    {
-        reported += 1;
-        let i = f.scope.get("instance").cloned().unwrap_or_default();
-        let ok = m.iter().enumerate().any(|(s, (_, states))| {
-            i == inst(s)
-                && states.iter().any(|&(kind, from, to)| {
-                    kind == f.kind
-                        && (f.start - t0) / MIN >= from - 1.0
-                        && (f.start - t0) / MIN <= to + slack
-                })
-        });
-        if ok {
-            correct += 1;
-        } else {
-            eprintln!(
-                "FALSE {} {:?} at {:.1} min",
-                f.kind,
-                f.scope,
-                (f.start - t0) / MIN
-            );
-        }
-    }
-    let recall = found as f64 / injected as f64;
-    let precision = if reported == 0 {
-        1.0
-    } else {
-        correct as f64 / reported as f64
-    };
-    eprintln!(
-        "simulator matrix: {injected} injected, {found} found, {reported} reported, {correct} correct: precision {:.0} %, recall {:.0} % ({stored} samples recorded in {t_rec:?}, advise {t_adv:?}, total {:?})",
-        100.0 * precision,
-        100.0 * recall,
-        t_all.elapsed()
+    let src = insight::source(db);
+    let (report, t_adv) = insight::advise_window(&src, START_S, 90);
+    insight::assert_matrix_found(
+        &report,
+        &m,
+        |s| MODELS[s % 2],
+        START_S,
+        "simulator matrix",
+        &format!(
+            "{stored} samples recorded in {t_rec:?}, advise {t_adv:?}, total {:?}",
+            t_all.elapsed()
+        ),
     );
-    assert_eq!(recall, 1.0, "recall");
-    assert_eq!(precision, 1.0, "precision");
+    let inst = |s: usize| format!("vllm-{s}:8000");
     // the underutilized finding read the GPUs joined by host
     let u = report
         .findings
@@ -228,14 +153,5 @@ fn advise_names_every_simulated_state_and_nothing_else() {
             .count(),
         2
     );
-    // an all-healthy window: nothing of severity warning or above
-    let healthy = advise(&src, START_S * 1000, (START_S + 19 * 60) * 1000, &th, &[]).unwrap();
-    assert!(
-        !healthy
-            .findings
-            .iter()
-            .any(|f| f.severity >= Severity::Warning),
-        "{:?}",
-        healthy.findings
-    );
+    insight::assert_healthy_start(&src, START_S);
 }

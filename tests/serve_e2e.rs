@@ -6,30 +6,23 @@
 //! is handled by `rate()`, nothing panics. A second test drives the configuration lifecycle:
 //! `POST /-/reload` and SIGHUP adding and removing targets, a broken file refused.
 
+mod common;
+
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::Proc;
 use inferdb::model::exposition::{self, Entry, Format};
 use inferdb::sim::{SimOptions, Simulator};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-const BIN: &str = env!("CARGO_BIN_EXE_inferdb");
-
 /// A label set as a sorted map (the series' identity in comparisons).
 type Key = BTreeMap<String, String>;
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// A tiny HTTP server: reads a request head, then `respond` writes the answer (or hangs).
 async fn http_server<F, Fut>(respond: F) -> String
@@ -74,58 +67,34 @@ async fn answer(mut s: tokio::net::TcpStream, body: Arc<Vec<u8>>) {
     let _ = s.write_all(&body).await;
 }
 
-/// The running `inferdb serve` process; killed on drop.
+/// The running `inferdb serve` process (killed on drop) and an async client of it.
 struct Serve {
-    child: Child,
+    proc: Proc,
     base: String,
-    stderr: PathBuf,
     client: reqwest::Client,
 }
 
 impl Serve {
     async fn start(dir: &Path, config: &Path) -> Serve {
-        let port = free_port();
-        let stderr = dir.join("serve.stderr");
-        let child = Command::new(BIN)
-            .args([
-                "serve",
-                "--no-gpu",
-                "--web.enable-lifecycle",
-                "--config.file",
-            ])
-            .arg(config)
-            .arg("--data-dir")
-            .arg(dir.join("data"))
-            .args(["--web.listen-address", &format!("127.0.0.1:{port}")])
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&stderr).unwrap())
-            .spawn()
-            .unwrap();
-        let s = Serve {
-            child,
+        let port = common::free_port();
+        let mut cmd = common::serve_command(&dir.join("data"), port);
+        cmd.arg("--web.enable-lifecycle")
+            .arg("--config.file")
+            .arg(config);
+        let mut proc = Proc::spawn("inferdb serve", &mut cmd, dir.join("serve.log"));
+        tokio::task::block_in_place(|| proc.wait_serving(port));
+        Serve {
+            proc,
             base: format!("http://127.0.0.1:{port}"),
-            stderr,
             client: reqwest::Client::builder()
                 .timeout(Duration::from_secs(20))
                 .build()
                 .unwrap(),
-        };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Ok(r) = s.client.get(format!("{}/-/ready", s.base)).send().await {
-                if r.status().is_success() {
-                    break;
-                }
-            }
-            assert!(Instant::now() < deadline, "serve not ready: {}", s.stderr());
-            tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        s
     }
 
     fn stderr(&self) -> String {
-        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+        self.proc.log()
     }
 
     async fn get(&self, path: &str, params: &[(&str, &str)]) -> Value {
@@ -173,38 +142,9 @@ impl Serve {
             .collect()
     }
 
-    /// Asserts the process is alive and has not panicked.
-    fn assert_healthy(&mut self) {
-        let err = self.stderr();
-        assert!(
-            self.child.try_wait().unwrap().is_none(),
-            "serve exited: {err}"
-        );
-        assert!(!err.contains("panicked"), "serve panicked: {err}");
-    }
-
     /// SIGTERM, and the exit status.
     fn stop(&mut self) -> std::process::ExitStatus {
-        let _ = Command::new("kill")
-            .arg(self.child.id().to_string())
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                return s;
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        tokio::task::block_in_place(|| self.proc.stop())
     }
 }
 
@@ -297,7 +237,7 @@ async fn serve_scrapes_good_and_bad_targets() {
     let huge = Arc::new(line.repeat(50_000_000 / line.len() + 1));
     assert!(huge.len() >= 50_000_000);
     let huge_addr = http_server(move |s| answer(s, huge.clone())).await;
-    let refused_addr = format!("127.0.0.1:{}", free_port());
+    let refused_addr = format!("127.0.0.1:{}", common::free_port());
 
     let interval_ms = 1000i64;
     let extra = format!(
@@ -321,7 +261,7 @@ async fn serve_scrapes_good_and_bad_targets() {
     tokio::time::sleep(Duration::from_secs(8)).await;
     sim.server(0).unwrap().restart();
     tokio::time::sleep(Duration::from_secs(8)).await;
-    serve.assert_healthy();
+    serve.proc.assert_running();
 
     // targets: the good ones up, the bad ones down with the reason
     let targets = serve.targets().await;
@@ -543,7 +483,7 @@ async fn serve_scrapes_good_and_bad_targets() {
     assert!(metrics.keys().any(|k| k.starts_with("inferdb_build_info{")));
     assert_eq!(get("prometheus_tsdb_wal_corruptions_total"), 0.0);
 
-    serve.assert_healthy();
+    serve.proc.assert_running();
     let status = serve.stop();
     assert!(
         status.success(),
@@ -708,7 +648,7 @@ async fn reload_adds_and_removes_targets_and_refuses_broken_files() {
     // SIGHUP: all three
     std::fs::write(&cfg, vllm_config("500ms", &s, "")).unwrap();
     let st = Command::new("kill")
-        .args(["-HUP", &serve.child.id().to_string()])
+        .args(["-HUP", &serve.proc.child.id().to_string()])
         .status()
         .unwrap();
     assert!(st.success());
@@ -722,7 +662,7 @@ async fn reload_adds_and_removes_targets_and_refuses_broken_files() {
     // a broken file on SIGHUP: logged, old configuration kept
     std::fs::write(&cfg, "global: [not, a, map]\n").unwrap();
     let _ = Command::new("kill")
-        .args(["-HUP", &serve.child.id().to_string()])
+        .args(["-HUP", &serve.proc.child.id().to_string()])
         .status();
     tokio::time::sleep(Duration::from_millis(1000)).await;
     assert_eq!(serve.targets().await.len(), 3);
@@ -740,7 +680,7 @@ async fn reload_adds_and_removes_targets_and_refuses_broken_files() {
     let worst = ts.windows(2).map(|w| w[1] - w[0]).max().unwrap();
     assert!(worst < 1000, "a gap of {worst} ms in {ts:?}");
 
-    serve.assert_healthy();
+    serve.proc.assert_running();
     let status = serve.stop();
     assert!(
         status.success(),

@@ -421,29 +421,6 @@ impl AggregateOp {
         }
     }
 
-    /// Parses an operator name (case-sensitive as Prometheus' lexer lowercases keywords:
-    /// callers pass the lowercased identifier).
-    pub fn from_name(s: &str) -> Option<Self> {
-        use AggregateOp::*;
-        Some(match s {
-            "sum" => Sum,
-            "avg" => Avg,
-            "min" => Min,
-            "max" => Max,
-            "count" => Count,
-            "group" => Group,
-            "stddev" => Stddev,
-            "stdvar" => Stdvar,
-            "topk" => Topk,
-            "bottomk" => Bottomk,
-            "quantile" => Quantile,
-            "count_values" => CountValues,
-            "limitk" => Limitk,
-            "limit_ratio" => LimitRatio,
-            _ => return None,
-        })
-    }
-
     /// Whether the operator takes a parameter before the vector.
     pub fn has_param(self) -> bool {
         use AggregateOp::*;

@@ -12,26 +12,12 @@ use inferdb_query::go_format::{push_float, FloatFormat};
 
 use super::params::Params;
 use super::router::ApiState;
+use super::write::text_error;
 use super::{QueryOptions, VectorSample};
 use crate::model::exposition::escape_label_value;
 
 /// The content type of the answer.
 pub(crate) const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
-
-/// A plain-text error as Go's `http.Error` writes it.
-fn plain_error(status: StatusCode, msg: &str) -> Response {
-    let mut r = (status, format!("{msg}\n")).into_response();
-    let h = r.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    h.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    r
-}
 
 /// Handles GET `/federate`.
 pub(crate) async fn handle(State(state): State<ApiState>, params: Params) -> Response {
@@ -41,7 +27,7 @@ pub(crate) async fn handle(State(state): State<ApiState>, params: Params) -> Res
             // as Prometheus' storage: no matchers select no series
             Ok(ms) if ms.is_empty() => {}
             Ok(ms) => sets.push(ms),
-            Err(e) => return plain_error(StatusCode::BAD_REQUEST, &e),
+            Err(e) => return text_error(StatusCode::BAD_REQUEST, &e),
         }
     }
     let maxt = crate::model::time::now_ms();
@@ -59,7 +45,7 @@ pub(crate) async fn handle(State(state): State<ApiState>, params: Params) -> Res
             Ok(s) => s,
             Err(e) => {
                 tracing::error!(err = %e.message, "federation failed");
-                return plain_error(StatusCode::INTERNAL_SERVER_ERROR, &e.message);
+                return text_error(StatusCode::INTERNAL_SERVER_ERROR, &e.message);
             }
         }
     };

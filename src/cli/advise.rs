@@ -1,19 +1,13 @@
 //! `inferdb advise`: what is wrong with a vLLM fleet over a window and what to change
 //! (see [`crate::insight`]).
 
-use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{anyhow, Context};
-use inferdb_query::EngineOptions;
-use inferdb_storage::db::Options;
-use inferdb_storage::Db;
+use anyhow::anyhow;
 
-use crate::api::{ApiBackend, DbBackend};
 use crate::cli::parse_time as parse_cli_time;
-use crate::insight::{self, BackendSource, PromSource, RemoteSource, Thresholds};
+use crate::insight::{self, Thresholds};
 
 /// Output format of `advise`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -47,17 +41,9 @@ Examples:
   inferdb advise --url http://localhost:9090 --start 2026-12-01T00:00:00Z --end 2026-12-02T00:00:00Z --format json
   inferdb advise --start -1h --slo ttft_p95=500ms,itl_p95=50ms,e2e_p95=30s")]
 pub struct AdviseArgs {
-    /// The data folder to read (read-only).
-    #[arg(
-        long = "data-dir",
-        alias = "storage.tsdb.path",
-        default_value = "data",
-        value_name = "DIR"
-    )]
-    pub data_dir: PathBuf,
-    /// Ask a running inferdb or Prometheus instead of reading a folder.
-    #[arg(long, value_name = "URL")]
-    pub url: Option<String>,
+    /// Where the data comes from.
+    #[command(flatten)]
+    pub source: crate::cli::SourceArgs,
     /// Start of the window: RFC 3339, Unix seconds, now, -1h, now-30m.
     #[arg(long, default_value = "-1h", allow_hyphen_values = true)]
     pub start: String,
@@ -82,45 +68,6 @@ pub struct AdviseArgs {
     pub aliases: crate::metric_aliases::AliasArgs,
 }
 
-/// A PromQL source from `--url` or `--data-dir` (shared with `compare`).
-pub fn open_source(
-    url: Option<&str>,
-    data_dir: &std::path::Path,
-    timeout: Duration,
-    aliases: &crate::metric_aliases::AliasArgs,
-) -> anyhow::Result<Box<dyn PromSource>> {
-    if let Some(u) = url {
-        return Ok(Box::new(RemoteSource {
-            base: u.to_string(),
-            timeout,
-        }));
-    }
-    if !data_dir.is_dir() {
-        return Err(anyhow!(
-            "data folder {} does not exist (give --data-dir DIR, or --url URL of a running server)",
-            data_dir.display()
-        ));
-    }
-    let db = Db::open(
-        data_dir,
-        Options {
-            read_only: true,
-            background: false,
-            ..Options::default()
-        },
-    )
-    .with_context(|| format!("opening {}", data_dir.display()))?;
-    let backend: Arc<dyn ApiBackend> = Arc::new(DbBackend::new(
-        Arc::new(db),
-        EngineOptions {
-            timeout,
-            metric_aliases: aliases.load()?,
-            ..EngineOptions::default()
-        },
-    ));
-    Ok(Box::new(BackendSource { backend, timeout }))
-}
-
 /// Parses the `--timeout` flag.
 pub fn timeout(s: &str) -> anyhow::Result<Duration> {
     inferdb_query::parser::parse_model_duration_ms(s)
@@ -138,7 +85,7 @@ impl AdviseArgs {
         let end = parse_cli_time(&self.end, now).map_err(|e| anyhow!("--end: {e}"))?;
         let slos = insight::parse_slos(&self.slo)?;
         let timeout = timeout(&self.timeout)?;
-        let src = open_source(self.url.as_deref(), &self.data_dir, timeout, &self.aliases)?;
+        let src = self.source.open(timeout, &self.aliases)?;
         let report = insight::advise(src.as_ref(), start, end, &self.thresholds, &slos)?;
         match self.format {
             AdviseFormat::Json => println!("{}", serde_json::to_string(&report)?),

@@ -1,12 +1,11 @@
 //! `inferdb compare`: the golden signals of two windows side by side, and which changed
 //! (see [`crate::insight::compare`]).
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::anyhow;
 
-use crate::cli::advise::{open_source, timeout};
+use crate::cli::advise::timeout;
 use crate::cli::parse_time as parse_cli_time;
 use crate::insight::compare::{self, GroupBy, Span};
 
@@ -50,17 +49,9 @@ Examples:
       --b 2026-12-02T00:00:00Z..2026-12-02T06:00:00Z --by model_name --format json"
 )]
 pub struct CompareArgs {
-    /// The data folder to read (read-only).
-    #[arg(
-        long = "data-dir",
-        alias = "storage.tsdb.path",
-        default_value = "data",
-        value_name = "DIR"
-    )]
-    pub data_dir: PathBuf,
-    /// Ask a running inferdb or Prometheus instead of reading a folder.
-    #[arg(long, value_name = "URL")]
-    pub url: Option<String>,
+    /// Where the data comes from.
+    #[command(flatten)]
+    pub source: crate::cli::SourceArgs,
     /// Window A: START..END, each RFC 3339, Unix seconds, now, -1h, now-30m.
     #[arg(long, value_name = "START..END", allow_hyphen_values = true)]
     pub a: String,
@@ -109,7 +100,7 @@ impl CompareArgs {
             .map(|s| crate::cli::duration_ms("step", s))
             .transpose()?;
         let timeout = timeout(&self.timeout)?;
-        let src = open_source(self.url.as_deref(), &self.data_dir, timeout, &self.aliases)?;
+        let src = self.source.open(timeout, &self.aliases)?;
         let c = compare::compare(src.as_ref(), a, b, self.by, step)?;
         match self.format {
             CompareFormat::Json => println!("{}", serde_json::to_string(&c)?),

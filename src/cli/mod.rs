@@ -66,6 +66,84 @@ pub fn store_error(dir: &std::path::Path, e: inferdb_storage::Error) -> anyhow::
     }
 }
 
+/// Where a reading command (`query`, `advise`, `compare`) gets its data: a data folder, or
+/// the HTTP API of a running inferdb or Prometheus.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SourceArgs {
+    /// The data folder to read (read-only).
+    #[arg(
+        long = "data-dir",
+        alias = "storage.tsdb.path",
+        default_value = "data",
+        value_name = "DIR"
+    )]
+    pub data_dir: std::path::PathBuf,
+    /// Ask a running inferdb or Prometheus instead of reading a folder.
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+}
+
+impl SourceArgs {
+    /// `Err` with what to do when the data folder is to be read and does not exist.
+    pub fn check_folder(&self) -> anyhow::Result<()> {
+        if self.url.is_none() && !self.data_dir.is_dir() {
+            anyhow::bail!(
+                "data folder {} does not exist (give --data-dir DIR, or --url URL of a running \
+                 server)",
+                self.data_dir.display()
+            );
+        }
+        Ok(())
+    }
+
+    /// The PromQL source: the API at `--url`, else the engine over the folder opened
+    /// read-only (with the metric-rename bridging of `aliases`).
+    pub fn open(
+        &self,
+        timeout: std::time::Duration,
+        aliases: &crate::metric_aliases::AliasArgs,
+    ) -> anyhow::Result<Box<dyn crate::insight::PromSource>> {
+        if let Some(u) = &self.url {
+            return Ok(Box::new(crate::insight::RemoteSource {
+                base: u.clone(),
+                timeout,
+            }));
+        }
+        self.check_folder()?;
+        let db = open_read_only(&self.data_dir)?;
+        let backend: std::sync::Arc<dyn crate::api::ApiBackend> =
+            std::sync::Arc::new(crate::api::DbBackend::new(
+                std::sync::Arc::new(db),
+                inferdb_query::EngineOptions {
+                    timeout,
+                    metric_aliases: aliases.load()?,
+                    ..inferdb_query::EngineOptions::default()
+                },
+            ));
+        Ok(Box::new(crate::insight::BackendSource { backend, timeout }))
+    }
+}
+
+/// Opens the store in `dir` read-only, without background work, beside a server that may be
+/// writing it; the error says which folder (see [`store_error`]).
+pub fn open_read_only(dir: &std::path::Path) -> anyhow::Result<inferdb_storage::Db> {
+    if !dir.is_dir() {
+        anyhow::bail!(
+            "{}: no such data folder (give --data-dir or --url)",
+            dir.display()
+        );
+    }
+    inferdb_storage::Db::open(
+        dir,
+        inferdb_storage::Options {
+            read_only: true,
+            background: false,
+            ..inferdb_storage::Options::default()
+        },
+    )
+    .map_err(|e| store_error(dir, e))
+}
+
 /// The simulator's start failure, saying what to do when the port is taken.
 pub fn sim_start_error(e: std::io::Error, flag: &str) -> anyhow::Error {
     if e.kind() == std::io::ErrorKind::AddrInUse {

@@ -4,7 +4,6 @@
 
 use std::collections::BTreeSet;
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,7 +12,7 @@ use anyhow::{anyhow, Context};
 use chrono::{DateTime, SecondsFormat, Utc};
 use inferdb_query::go_format::{format_float, FloatFormat};
 use inferdb_query::EngineOptions;
-use inferdb_storage::{Db, Labels, Options};
+use inferdb_storage::Labels;
 use serde_json::Value as Json;
 
 use super::{duration_ms, parse_time};
@@ -60,17 +59,9 @@ pub enum OutputFormat {
 /// Options shared by both query kinds.
 #[derive(Debug, Clone, clap::Args)]
 pub struct CommonArgs {
-    /// The data folder to read (read-only).
-    #[arg(
-        long = "data-dir",
-        alias = "storage.tsdb.path",
-        default_value = "data",
-        value_name = "DIR"
-    )]
-    pub data_dir: PathBuf,
-    /// Ask a running inferdb or Prometheus instead of reading a folder.
-    #[arg(long, value_name = "URL")]
-    pub url: Option<String>,
+    /// Where the data comes from.
+    #[command(flatten)]
+    pub source: crate::cli::SourceArgs,
     /// Output format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
     pub format: OutputFormat,
@@ -167,21 +158,7 @@ pub fn run_local(
     lookback_ms: i64,
     metric_aliases: Option<Arc<inferdb_query::MetricAliases>>,
 ) -> Result<QueryOutput, ApiError> {
-    if !dir.is_dir() {
-        return Err(ApiError::internal(format!(
-            "{}: no such data folder (give --data-dir or --url)",
-            dir.display()
-        )));
-    }
-    let db = Db::open(
-        dir,
-        Options {
-            read_only: true,
-            background: false,
-            ..Options::default()
-        },
-    )
-    .map_err(|e| ApiError::internal(format!("{:#}", super::store_error(dir, e))))?;
+    let db = super::open_read_only(dir).map_err(|e| ApiError::internal(format!("{e:#}")))?;
     let backend = DbBackend::new(
         Arc::new(db),
         EngineOptions {
@@ -540,17 +517,14 @@ impl QueryArgs {
         let timeout =
             Duration::from_millis(duration_ms("query.timeout", &common.timeout)?.max(1) as u64);
         let lookback = duration_ms("query.lookback-delta", &common.lookback_delta)?.max(1);
-        if common.url.is_none() && !common.data_dir.is_dir() {
-            eprintln!(
-                "inferdb query: data folder {} does not exist (give --data-dir DIR, or --url URL of a running server)",
-                common.data_dir.display()
-            );
+        if let Err(e) = common.source.check_folder() {
+            eprintln!("inferdb query: {e}");
             return Ok(ExitCode::from(2));
         }
         let aliases = common.aliases.load()?;
-        let res = match &common.url {
+        let res = match &common.source.url {
             Some(u) => run_remote(u, &req, timeout),
-            None => run_local(&common.data_dir, &req, timeout, lookback, aliases),
+            None => run_local(&common.source.data_dir, &req, timeout, lookback, aliases),
         };
         match res {
             Ok(out) => {

@@ -380,6 +380,9 @@ impl Config {
                     sc.job_name
                 )));
             }
+            sc.proxy_and_headers()
+                .validate()
+                .map_err(|e| ConfigError::Invalid(format!("job {:?}: {e}", sc.job_name)))?;
             for r in sc.relabel_configs.iter().chain(&sc.metric_relabel_configs) {
                 r.validate()
                     .map_err(|e| ConfigError::Invalid(format!("job {:?}: {e}", sc.job_name)))?;

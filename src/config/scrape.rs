@@ -137,18 +137,18 @@ macro_rules! scrape_config {
             /// Accepted, unused.
             #[serde(default)]
             pub scrape_failure_log_file: Option<String>,
-            /// Accepted, unused.
+            /// HTTP proxy for every scrape.
             #[serde(default)]
             pub proxy_url: Option<String>,
-            /// Accepted, unused.
+            /// Hosts that bypass `proxy_url` (comma-separated).
             #[serde(default)]
             pub no_proxy: Option<String>,
-            /// Accepted, unused.
+            /// Take the proxy from `HTTP_PROXY`/`HTTPS_PROXY`/`NO_PROXY`.
             #[serde(default)]
-            pub proxy_from_environment: Option<bool>,
-            /// Accepted, unused.
+            pub proxy_from_environment: bool,
+            /// Extra request headers: `name: {values: [...], secrets: [...], files: [...]}`.
             #[serde(default)]
-            pub http_headers: Option<serde_yaml::Value>,
+            pub http_headers: Option<BTreeMap<String, crate::discovery::client::HeaderValues>>,
             /// OAuth 2.0: not implemented, refused at load.
             #[serde(default)]
             pub oauth2: Option<serde_yaml::Value>,
@@ -278,6 +278,30 @@ impl ScrapeConfig {
         if let Some(t) = &mut self.tls_config {
             t.resolve_files(dir);
         }
+        for h in self.http_headers.iter_mut().flat_map(|h| h.values_mut()) {
+            for f in &mut h.files {
+                join_dir(dir, f);
+            }
+        }
+    }
+
+    /// The job's proxy and header settings in the shape inferdb's HTTP clients are built
+    /// from ([`crate::discovery::client::HttpClientConfig`]), for their checks and for
+    /// [`crate::discovery::client::HttpClientConfig::proxy_and_headers`].
+    pub fn proxy_and_headers(&self) -> crate::discovery::client::HttpClientConfig {
+        crate::discovery::client::HttpClientConfig {
+            proxy_url: self.proxy_url.clone(),
+            no_proxy: self.no_proxy.clone(),
+            proxy_from_environment: self.proxy_from_environment,
+            http_headers: self.http_headers.clone(),
+            ..crate::discovery::client::HttpClientConfig::default_settings()
+        }
+    }
+
+    /// Whether the job's requests must go through a proxy or carry extra headers (then every
+    /// scrape goes through the job's `reqwest` client, which applies them).
+    pub fn has_proxy_or_headers(&self) -> bool {
+        self.proxy_url.is_some() || self.proxy_from_environment || self.http_headers.is_some()
     }
 
     /// A job scraping `urls` (quick start without a file): `http://host:port/path`.

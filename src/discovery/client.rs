@@ -60,6 +60,29 @@ fn yes() -> bool {
     true
 }
 
+/// Headers `http_headers` may not set (lower case), as Prometheus refuses them: they change the
+/// connection, or the client sets them itself.
+const RESERVED_HEADERS: &[&str] = &[
+    "authorization",
+    "host",
+    "content-encoding",
+    "content-length",
+    "content-type",
+    "user-agent",
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "www-authenticate",
+    "accept-encoding",
+    "x-prometheus-remote-write-version",
+    "x-prometheus-remote-read-version",
+    "x-prometheus-scrape-timeout-seconds",
+    "x-amz-date",
+    "x-amz-security-token",
+    "x-amz-content-sha256",
+];
+
 /// The values of one `http_headers` entry.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -133,6 +156,11 @@ impl HttpClientConfig {
         if self.no_proxy.is_some() && self.proxy_url.is_none() {
             return Err("if no_proxy is configured, proxy_url must also be configured".into());
         }
+        for name in self.http_headers.iter().flat_map(|h| h.keys()) {
+            if RESERVED_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
+                return Err(format!("setting header {name:?} is not allowed"));
+            }
+        }
         Ok(())
     }
 
@@ -183,15 +211,13 @@ impl HttpClientConfig {
         Ok(None)
     }
 
-    /// A client with these settings (TLS, proxy, redirects, headers; no credentials: see
-    /// [`HttpClientConfig::authorization_header`]).
-    pub fn client(&self) -> Result<reqwest::Client, String> {
-        let mut b = reqwest::Client::builder()
-            .user_agent(concat!("inferdb/", env!("CARGO_PKG_VERSION")))
-            .pool_max_idle_per_host(2);
-        if !self.follow_redirects {
-            b = b.redirect(reqwest::redirect::Policy::none());
-        }
+    /// `b` with the proxy (`proxy_url` and `no_proxy`, or the environment's with
+    /// `proxy_from_environment`, else none) and the `http_headers` of these settings (header
+    /// files are read now).
+    pub fn proxy_and_headers(
+        &self,
+        mut b: reqwest::ClientBuilder,
+    ) -> Result<reqwest::ClientBuilder, String> {
         if !self.proxy_from_environment {
             b = b.no_proxy();
         }
@@ -217,14 +243,30 @@ impl HttpClientConfig {
                             .to_string(),
                     );
                 }
-                for v in all {
-                    let v = reqwest::header::HeaderValue::from_str(&v)
-                        .map_err(|e| format!("http_headers {name}: {e}"))?;
-                    map.append(n.clone(), v);
+                // one field with the values joined by ", " (RFC 9110 5.3: the same as one
+                // line per value, which the client's default headers cannot carry)
+                if all.is_empty() {
+                    continue;
                 }
+                let v = reqwest::header::HeaderValue::from_str(&all.join(", "))
+                    .map_err(|e| format!("http_headers {name}: {e}"))?;
+                map.insert(n, v);
             }
             b = b.default_headers(map);
         }
+        Ok(b)
+    }
+
+    /// A client with these settings (TLS, proxy, redirects, headers; no credentials: see
+    /// [`HttpClientConfig::authorization_header`]).
+    pub fn client(&self) -> Result<reqwest::Client, String> {
+        let mut b = reqwest::Client::builder()
+            .user_agent(concat!("inferdb/", env!("CARGO_PKG_VERSION")))
+            .pool_max_idle_per_host(2);
+        if !self.follow_redirects {
+            b = b.redirect(reqwest::redirect::Policy::none());
+        }
+        b = self.proxy_and_headers(b)?;
         if let Some(tls) = &self.tls_config {
             if tls.insecure_skip_verify {
                 b = b.danger_accept_invalid_certs(true);

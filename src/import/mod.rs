@@ -540,7 +540,12 @@ fn parse_file(
             }
         };
         want = pass.piece;
+        let after_eof = state.after_eof();
         parse_piece(pass, path, &buf[..cut], &mut state, at_end)?;
+        if after_eof {
+            // data after `# EOF` was reported, once; the rest of the file is not read
+            return Ok(());
+        }
         done += cut as u64;
         if let Some(pb) = pb {
             pb.set_position(done);
@@ -956,6 +961,14 @@ mod tests {
         let cut = &text[..text.len() - 6];
         let (problems, ..) = parse_in_pieces(cut, 7);
         assert_eq!(problems.last().unwrap().1, "data does not end with # EOF");
+        // data after `# EOF`: one problem, wherever the pieces are cut
+        let mut after = text.clone();
+        after.extend(b"g 4 4\n".repeat(10));
+        for piece in [7, PIECE_BYTES] {
+            let (problems, ..) = parse_in_pieces(&after, piece);
+            assert_eq!(problems.len(), 4, "{problems:?}");
+            assert_eq!(problems[3], (70, "unexpected data after # EOF".to_string()));
+        }
     }
 
     #[test]

@@ -165,21 +165,14 @@ pub struct Thresholds {
 }
 
 impl Default for Thresholds {
+    /// The flags' defaults (one home: the `#[arg]` attributes above).
     fn default() -> Self {
-        Thresholds {
-            kv_full: 0.9,
-            kv_for: "5m".into(),
-            prefix_drop: 0.5,
-            queue_for: "5m".into(),
-            headroom_kv: 0.8,
-            idle_running: 4.0,
-            idle_kv: 0.1,
-            idle_gpu: 30.0,
-            idle_for: "30m".into(),
-            down_for: "1m".into(),
-            op_bins: 10,
-            step: None,
+        #[derive(clap::Parser)]
+        struct Flags {
+            #[command(flatten)]
+            thresholds: Thresholds,
         }
+        <Flags as clap::Parser>::parse_from(["advise"]).thresholds
     }
 }
 
@@ -425,4 +418,21 @@ pub(crate) fn filter(s: &Scope) -> String {
         parts.push(format!("model_name={:?}", s.model));
     }
     format!("{{{}}}", parts.join(","))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Thresholds;
+
+    /// The defaults come from the flags' attributes, as `inferdb advise` without flags has them.
+    #[test]
+    fn default_thresholds_are_the_flags_defaults() {
+        let t = Thresholds::default();
+        assert_eq!(t.kv_full, 0.9);
+        assert_eq!(t.kv_for, "5m");
+        assert_eq!(t.idle_gpu, 30.0);
+        assert_eq!(t.idle_for, "30m");
+        assert_eq!(t.op_bins, 10);
+        assert_eq!(t.step, None);
+    }
 }

@@ -41,6 +41,14 @@ fn values(q: &str, v: QueryValue) -> Result<Vec<MatrixSeries>, InsightError> {
     }
 }
 
+/// The error of query `q` failing with `e`.
+fn query_error(q: &str, e: impl std::fmt::Display) -> InsightError {
+    InsightError::Query {
+        query: q.to_string(),
+        msg: e.to_string(),
+    }
+}
+
 /// An [`ApiBackend`] (the engine over a store).
 pub struct BackendSource {
     /// The backend.
@@ -61,10 +69,7 @@ impl PromSource for BackendSource {
         let out = self
             .backend
             .range_query(q, start, end, step, &opts)
-            .map_err(|e| InsightError::Query {
-                query: q.to_string(),
-                msg: e.to_string(),
-            })?;
+            .map_err(|e| query_error(q, e))?;
         values(q, out.value)
     }
 }
@@ -91,10 +96,7 @@ impl PromSource for RemoteSource {
             end,
             step,
         };
-        let out = run_remote(&self.base, &req, self.timeout).map_err(|e| InsightError::Query {
-            query: q.to_string(),
-            msg: e.to_string(),
-        })?;
+        let out = run_remote(&self.base, &req, self.timeout).map_err(|e| query_error(q, e))?;
         values(q, out.value)
     }
 }

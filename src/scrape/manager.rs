@@ -406,36 +406,3 @@ pub fn spawn_on_own_thread(
         })?;
     Ok(done_rx)
 }
-
-/// Reloads the configuration file at `path` on every SIGHUP and sends it on `tx` (the
-/// channel [`run_with_reload`] watches). A file that fails to load is logged and the running
-/// configuration kept. Unix only; elsewhere it does nothing.
-pub fn spawn_sighup_reload(path: std::path::PathBuf, tx: watch::Sender<Config>) -> JoinHandle<()> {
-    tokio::spawn(async move {
-        #[cfg(unix)]
-        {
-            use tokio::signal::unix::{signal, SignalKind};
-            let Ok(mut hup) = signal(SignalKind::hangup()) else {
-                tracing::warn!("cannot listen for SIGHUP; reload with the HTTP API instead");
-                return;
-            };
-            while hup.recv().await.is_some() {
-                match Config::load(&path) {
-                    Ok(c) => {
-                        tracing::info!(file = %path.display(), "reloading configuration");
-                        if tx.send(c).is_err() {
-                            return;
-                        }
-                    }
-                    Err(e) => {
-                        tracing::error!("configuration reload failed, keeping the old one: {e}")
-                    }
-                }
-            }
-        }
-        #[cfg(not(unix))]
-        {
-            let _ = (path, tx);
-        }
-    })
-}

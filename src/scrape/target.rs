@@ -345,6 +345,9 @@ pub struct ScrapeOptions {
     pub body_size_limit: u64,
     /// Ask for gzip.
     pub enable_compression: bool,
+    /// Every scrape through the job's `reqwest` client (a proxy or extra headers are set),
+    /// never the lean HTTP/1.1 client.
+    pub general_client_only: bool,
     /// Rules for scraped series.
     pub metric_relabel_configs: Vec<RelabelConfig>,
 }
@@ -365,6 +368,7 @@ impl ScrapeOptions {
             label_limit: sc.label_limit.or(g.label_limit).unwrap_or(0),
             body_size_limit: body,
             enable_compression: sc.enable_compression,
+            general_client_only: sc.has_proxy_or_headers(),
             metric_relabel_configs: sc.metric_relabel_configs.clone(),
         }
     }
@@ -379,17 +383,19 @@ impl Default for ScrapeOptions {
             label_limit: 0,
             body_size_limit: DEFAULT_BODY_SIZE_LIMIT,
             enable_compression: true,
+            general_client_only: false,
             metric_relabel_configs: vec![],
         }
     }
 }
 
-/// Builds the HTTP client of a job (auth, TLS, redirects).
+/// Builds the HTTP client of a job (TLS, redirects, proxy, extra headers).
 pub fn build_client(sc: &ScrapeConfig) -> Result<reqwest::Client, String> {
-    let mut b = reqwest::Client::builder()
+    let b = reqwest::Client::builder()
         .user_agent(concat!("inferdb/", env!("CARGO_PKG_VERSION")))
         .pool_max_idle_per_host(2)
         .tcp_nodelay(true);
+    let mut b = sc.proxy_and_headers().proxy_and_headers(b)?;
     if !sc.follow_redirects {
         b = b.redirect(reqwest::redirect::Policy::none());
     }
@@ -537,24 +543,26 @@ impl ScrapeLoop {
             .iter()
             .map(|n| SeriesHandle::new(target.labels.with("__name__", n)))
             .collect();
-        let lean = HttpTarget::new(&RequestSpec {
-            url: &target.url,
-            accept: ACCEPT_HEADER,
-            timeout: target.timeout,
-            gzip: opts.enable_compression,
-            authorization: match &auth {
-                Auth::None => None,
-                Auth::Basic(u, p) => Some(super::http::basic_auth_value(
-                    u,
-                    p.as_ref().map(Secret::expose),
-                )),
-                Auth::Header(h) => Some(h.expose().to_owned()),
-            },
+        let lean = (!opts.general_client_only).then(|| {
+            HttpTarget::new(&RequestSpec {
+                url: &target.url,
+                accept: ACCEPT_HEADER,
+                timeout: target.timeout,
+                gzip: opts.enable_compression,
+                authorization: match &auth {
+                    Auth::None => None,
+                    Auth::Basic(u, p) => Some(super::http::basic_auth_value(
+                        u,
+                        p.as_ref().map(Secret::expose),
+                    )),
+                    Auth::Header(h) => Some(h.expose().to_owned()),
+                },
+            })
         });
         ScrapeLoop {
             opts,
             client,
-            lean,
+            lean: lean.flatten(),
             auth,
             sink,
             state: Arc::new(Mutex::new(TargetState::default())),

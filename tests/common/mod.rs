@@ -10,6 +10,7 @@
 pub mod conformance;
 pub mod diff;
 pub mod grafana;
+pub mod insight;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -131,17 +132,34 @@ impl Proc {
     /// SIGTERM, then wait for the exit (30 s at most, then SIGKILL): a clean shutdown keeps a
     /// server's WAL whole.
     pub fn terminate(mut self) {
+        self.stop();
+    }
+
+    /// [`Proc::terminate`] keeping the process' log: the exit status.
+    pub fn stop(&mut self) -> std::process::ExitStatus {
         let _ = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status();
         let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
+            if let Ok(Some(st)) = self.child.try_wait() {
+                return st;
             }
-            std::thread::sleep(Duration::from_millis(100));
+            std::thread::sleep(Duration::from_millis(50));
         }
         let _ = self.child.kill();
+        self.child.wait().unwrap()
+    }
+
+    /// Panics (with the log) when the process has exited or logged a panic.
+    pub fn assert_running(&mut self) {
+        let log = self.log();
+        assert!(
+            self.child.try_wait().unwrap().is_none(),
+            "{} exited:\n{log}",
+            self.name
+        );
+        assert!(!log.contains("panicked"), "{} panicked:\n{log}", self.name);
     }
 }
 
@@ -183,6 +201,94 @@ pub fn fuzz_corpus(target: &str, at_least: usize) -> Vec<(PathBuf, Vec<u8>)> {
             (p, bytes)
         })
         .collect()
+}
+
+/// The HTTP API served in the test's own process (on its tokio runtime) on a free port of
+/// 127.0.0.1, for tests that give it their own backend or store; stopped when dropped or by
+/// [`InProcessApi::stop`].
+pub struct InProcessApi {
+    /// `http://127.0.0.1:PORT`.
+    pub base: String,
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
+    shutdown: tokio::sync::oneshot::Sender<()>,
+}
+
+impl InProcessApi {
+    /// Serves `state` (`inferdb::api::serve`) on the current tokio runtime.
+    pub async fn start(state: inferdb::api::ApiState) -> InProcessApi {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let (shutdown, rx) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(inferdb::api::serve(listener, state, async move {
+            let _ = rx.await;
+        }));
+        InProcessApi {
+            base,
+            server,
+            shutdown,
+        }
+    }
+
+    /// Shuts the server down gracefully; panics unless it ends without an error.
+    pub async fn stop(self) {
+        let _ = self.shutdown.send(());
+        self.server.await.unwrap().unwrap();
+    }
+}
+
+/// A scrape target on threads of the test (also a stand-in HTTP proxy): answers every request
+/// with `page` in the text format 0.0.4, keeping connections alive, and records each request's
+/// head.
+pub struct PageServer {
+    /// `127.0.0.1:PORT`.
+    pub addr: String,
+    heads: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl PageServer {
+    /// Starts serving `page` on a free port.
+    pub fn start(page: &'static str) -> PageServer {
+        use std::io::{Read, Write};
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let heads = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = heads.clone();
+        std::thread::spawn(move || {
+            for s in l.incoming() {
+                let Ok(mut s) = s else { continue };
+                let seen = seen.clone();
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 4096];
+                    let mut have = Vec::new();
+                    loop {
+                        match s.read(&mut buf) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => have.extend_from_slice(&buf[..n]),
+                        }
+                        while let Some(i) = have.windows(4).position(|w| w == b"\r\n\r\n") {
+                            let head: Vec<u8> = have.drain(..i + 4).collect();
+                            seen.lock()
+                                .unwrap()
+                                .push(String::from_utf8_lossy(&head).into_owned());
+                            let r = format!(
+                                "HTTP/1.1 200 OK\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\n\r\n{page}",
+                                page.len()
+                            );
+                            if s.write_all(r.as_bytes()).is_err() {
+                                return;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        PageServer { addr, heads }
+    }
+
+    /// The heads of the requests answered so far, in order.
+    pub fn heads(&self) -> Vec<String> {
+        self.heads.lock().unwrap().clone()
+    }
 }
 
 /// A free TCP port on 127.0.0.1.

@@ -305,6 +305,12 @@ impl ParserState {
     pub fn line(&self) -> usize {
         self.line
     }
+
+    /// Whether OpenMetrics' `# EOF` was read (whatever follows is an error that ends the
+    /// page).
+    pub fn after_eof(&self) -> bool {
+        self.eof_seen
+    }
 }
 
 /// Parses `input` in `format`; a shorthand for [`Parser::new`].
