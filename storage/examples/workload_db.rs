@@ -17,6 +17,10 @@
 //!                                     classic histogram buckets, their `_count`/`_sum`,
 //!                                     GPU (`DCGM_*`), counters (`*_total`), other gauges;
 //!                                     needs no workload (any data folder)
+//! workload_db decode DIR [REPS]        decode speed of DIR's blocks through the querier
+//!                                     (`Series::decode_into`, thread CPU, best of REPS):
+//!                                     every series, then the selections a histogram query
+//!                                     makes (one low `le`, `le="+Inf"`, `_count`, all buckets)
 //! workload_db breakdown DIR           chunk bytes per sample of DIR's blocks by metric name,
 //!                                     next to an estimate of the workload's entropy (the
 //!                                     noise no lossless encoding can remove)
@@ -59,6 +63,10 @@ fn run() -> Res<()> {
         "import" => import(Path::new(arg(1)?), Path::new(arg(2)?)),
         "breakdown" => breakdown(Path::new(arg(1)?)),
         "classes" => classes(Path::new(arg(1)?)),
+        "decode" => decode(
+            Path::new(arg(1)?),
+            args.get(2).and_then(|r| r.parse().ok()).unwrap_or(5),
+        ),
         "du" => {
             du_report(Path::new(arg(1)?))?;
             Ok(())
@@ -570,6 +578,88 @@ fn classes(dir: &Path) -> Res<()> {
     );
     let total = du_report(dir)?;
     println!("bytes_per_sample={:.4}", total as f64 / ts.max(1) as f64);
+    Ok(())
+}
+
+/// CPU time of the calling thread in seconds.
+fn thread_cpu() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec it is given, which lives on this stack.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return 0.0;
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+fn decode(dir: &Path, reps: usize) -> Res<()> {
+    use inferdb_storage::Matcher;
+    let db = Db::open(
+        dir,
+        Options {
+            read_only: true,
+            ..options()
+        },
+    )?;
+    let q = db.querier(i64::MIN, i64::MAX)?;
+    let hist = "vllm:e2e_request_latency_seconds";
+    let bucket = format!("{hist}_bucket");
+    let count = format!("{hist}_count");
+    let cases: Vec<(&str, Vec<Matcher>)> = vec![
+        (
+            "all series",
+            vec![Matcher::new(
+                inferdb_storage::MatchOp::RegexMatch,
+                "__name__",
+                ".+",
+            )?],
+        ),
+        (
+            "one low le (0.3)",
+            vec![
+                Matcher::equal("__name__", &bucket),
+                Matcher::equal("le", "0.3"),
+            ],
+        ),
+        (
+            "le=+Inf",
+            vec![
+                Matcher::equal("__name__", &bucket),
+                Matcher::equal("le", "+Inf"),
+            ],
+        ),
+        ("_count", vec![Matcher::equal("__name__", &count)]),
+        ("all buckets", vec![Matcher::equal("__name__", &bucket)]),
+    ];
+    println!(
+        "{:<18} {:>7} {:>11} {:>10} {:>12}",
+        "selection", "series", "samples", "CPU ms", "M samples/s"
+    );
+    for (name, ms) in cases {
+        let series = q.select(&ms)?;
+        let (mut ts, mut vs) = (Vec::new(), Vec::new());
+        let mut best = f64::MAX;
+        let mut n = 0;
+        for _ in 0..reps.max(1) {
+            let c0 = thread_cpu();
+            n = 0;
+            for s in &series {
+                ts.clear();
+                vs.clear();
+                n += s.decode_into(&mut ts, &mut vs)?;
+            }
+            best = best.min(thread_cpu() - c0);
+        }
+        println!(
+            "{name:<18} {:>7} {n:>11} {:>10.2} {:>12.1}",
+            series.len(),
+            best * 1e3,
+            n as f64 / best.max(1e-9) / 1e6
+        );
+    }
     Ok(())
 }
 

@@ -1,6 +1,6 @@
 //! Which series of a block form a classic histogram group (see `chunk::group`): the
 //! `<name>_bucket` series that differ only in `le`, and the `<name>_count` series with their
-//! other labels, ordered by `le` with the count last.
+//! other labels: the count first, then the buckets by `le`.
 
 use std::collections::BTreeMap;
 
@@ -63,7 +63,7 @@ fn group_key(l: &Labels, base: &str) -> Labels {
 }
 
 /// Splits `series` (their labels, all of one histogram name) into groups: each a list of
-/// indexes into `series`, buckets by ascending `le` then the count. A group with two
+/// indexes into `series`, the count then the buckets by ascending `le`. A group with two
 /// buckets of the same bound, two counts or no bucket at all is returned as single series,
 /// as is every series that is no bucket or count.
 pub(super) fn groups(series: &[&Labels]) -> Vec<Vec<usize>> {
@@ -78,10 +78,12 @@ pub(super) fn groups(series: &[&Labels]) -> Vec<Vec<usize>> {
         }
     }
     for (_, mut ms) in by_key {
+        // the count first: it is read alone most (`rate(x_count)`) and is then the group's
+        // base, decoded without any column; the buckets after it by bound
         ms.sort_by(|a, b| match (a.1, b.1) {
             (Role::Bucket(x), Role::Bucket(y)) => x.total_cmp(&y),
-            (Role::Bucket(_), _) => std::cmp::Ordering::Less,
-            (_, Role::Bucket(_)) => std::cmp::Ordering::Greater,
+            (Role::Count, _) => std::cmp::Ordering::Less,
+            (_, Role::Count) => std::cmp::Ordering::Greater,
             _ => std::cmp::Ordering::Equal,
         });
         let buckets = ms.iter().filter(|m| matches!(m.1, Role::Bucket(_))).count();
@@ -125,11 +127,11 @@ mod tests {
         let refs: Vec<&Labels> = s.iter().collect();
         let mut g = groups(&refs);
         g.sort();
-        // a's buckets by bound then its count; b's duplicate bound and c's lone count apart
+        // a's count then its buckets by bound; b's duplicate bound and c's lone count apart
         assert_eq!(
             g,
             vec![
-                vec![1, 2, 0, 3],
+                vec![3, 1, 2, 0],
                 vec![4],
                 vec![5],
                 vec![6],

@@ -22,7 +22,11 @@ use crate::labels::Labels;
 use crate::matcher::Matcher;
 use crate::tombstones::{Tombstones, TOMBSTONES_FILE};
 
-use crate::chunk::{self as chunk_api, ChunkMeta, ChunkWriter, MAX_SAMPLES_PER_CHUNK};
+use crate::chunk::{self as chunk_api, ChunkMeta, ChunkWriter};
+
+/// Rows in a histogram group chunk: twice an ordinary chunk's samples, as the group shares
+/// its timestamps and column headers among its members (an hour of 15 s scrapes).
+pub const GROUP_ROWS: usize = 240;
 
 mod histogram;
 
@@ -248,7 +252,7 @@ impl BlockWriter {
     }
 
     /// Writes the held histogram series: each group whose members share their timestamps as
-    /// group chunks of up to [`MAX_SAMPLES_PER_CHUNK`] rows (rows a group cannot code exactly
+    /// group chunks of up to [`GROUP_ROWS`] rows (rows a group cannot code exactly
     /// as chunks of each member's own), everything else series by series.
     fn flush_pending(&mut self) -> Result<()> {
         let pending = std::mem::take(&mut self.pending);
@@ -299,7 +303,7 @@ impl BlockWriter {
         let mut out: Vec<Vec<(ChunkMeta, u64)>> = vec![Vec::new(); n];
         let mut start = 0;
         while start < ts.len() {
-            let end = (start + MAX_SAMPLES_PER_CHUNK).min(ts.len());
+            let end = (start + GROUP_ROWS).min(ts.len());
             let rows = &ts[start..end];
             let vals: Vec<&[f64]> = cols.iter().map(|c| &c.1[start..end]).collect();
             let meta = ChunkMeta {

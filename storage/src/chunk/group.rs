@@ -223,14 +223,84 @@ fn parse_column<'a>(body: &'a [u8], pos: &mut usize, base: usize) -> Result<Colu
     Ok(c)
 }
 
-/// Decodes the group member at the start of `bytes` into an iterator over its samples
-/// (decoded at once: member `j` needs the columns of members `0..=j`). `verify` checks the
-/// group's checksum.
-pub(super) fn decode_member(bytes: &[u8], verify: bool) -> Result<SampleIter<'static>, Error> {
-    let m = parse_member(bytes)?;
-    if verify {
-        verify_group_crc(&m)?;
+/// A group opened for decoding: timestamps, the members decoded so far and where every
+/// column's bits are.
+struct Opened {
+    /// The group's bytes (the cache compares them, so a reused address never matches).
+    group: Vec<u8>,
+    ts: Vec<i64>,
+    /// Members `0..members.len()` decoded.
+    members: Vec<Vec<f64>>,
+    /// Columns `1..`: coding, first value code, bits range in `group`.
+    columns: Vec<(ValueEncoding, u64, usize, usize)>,
+}
+
+impl Opened {
+    fn bytes(&self) -> usize {
+        self.group.len() + 8 * self.ts.len() * (1 + self.members.len())
     }
+
+    /// Decodes members until member `j` is there.
+    fn decode_to(&mut self, j: usize) -> Result<(), Error> {
+        let n = self.ts.len();
+        let count = u16::try_from(n).unwrap_or(u16::MAX);
+        let mut scratch = Vec::with_capacity(n);
+        while self.members.len() <= j {
+            let k = self.members.len();
+            let (value, first, start, end) = *self
+                .columns
+                .get(k - 1)
+                .ok_or_else(|| corrupt(0, format!("group has no member {j}")))?;
+            let bits = &self.group[start..end];
+            let mut ci = SampleIter::new(
+                TimeEncoding::Regular,
+                value,
+                count,
+                0,
+                1,
+                first,
+                BitReader::new(bits, (bits.len() as u64).saturating_mul(8)),
+                start as u64,
+            );
+            let mut col = Vec::with_capacity(n);
+            scratch.clear();
+            ci.decode_into(&mut scratch, &mut col);
+            if let Some(e) = ci.take_err() {
+                return Err(e);
+            }
+            if col.len() != n {
+                return Err(corrupt(start, "column shorter than the group"));
+            }
+            for (v, p) in col.iter_mut().zip(&self.members[k - 1]) {
+                *v += p;
+            }
+            self.members.push(col);
+        }
+        Ok(())
+    }
+}
+
+/// Groups opened lately by this thread, newest last: a query that reads every bucket of a
+/// histogram reads each group once per member, and each member needs the ones below it.
+struct Recent {
+    groups: Vec<Opened>,
+    bytes: usize,
+}
+
+/// Bytes of decoded groups one thread keeps.
+const RECENT_BYTES: usize = 4 << 20;
+
+thread_local! {
+    static RECENT: std::cell::RefCell<Recent> = const {
+        std::cell::RefCell::new(Recent {
+            groups: Vec::new(),
+            bytes: 0,
+        })
+    };
+}
+
+/// Parses the group's base chunk and column headers (decoding the base: member 0).
+fn open_group(m: &MemberRef<'_>) -> Result<Opened, Error> {
     let body = &m.group[m.body_start..m.body_end];
     let off = m.group_at + m.body_start;
     let mut pos = 0;
@@ -262,40 +332,59 @@ pub(super) fn decode_member(bytes: &[u8], verify: bool) -> Result<SampleIter<'st
         return Err(shift(e, off + pos));
     }
     pos = base_end;
-    let mut col = Vec::with_capacity(n);
-    let mut scratch = Vec::with_capacity(n);
-    for j in 1..m.members {
+    let mut columns = Vec::with_capacity(m.members - 1);
+    for _ in 1..m.members {
         let c = parse_column(body, &mut pos, off)?;
-        if j > m.member {
-            continue;
-        }
-        col.clear();
-        scratch.clear();
-        let mut ci = SampleIter::new(
-            TimeEncoding::Regular,
-            c.value,
-            m.count,
-            0,
-            1,
-            c.first,
-            BitReader::new(c.bits, (c.bits.len() as u64).saturating_mul(8)),
-            c.at as u64,
-        );
-        ci.decode_into(&mut scratch, &mut col);
-        if let Some(e) = ci.take_err() {
-            return Err(e);
-        }
-        if col.len() != n {
-            return Err(corrupt(c.at, "column shorter than the group"));
-        }
-        for (v, d) in vs.iter_mut().zip(&col) {
-            *v += d;
-        }
+        let start = c.at - m.group_at;
+        columns.push((c.value, c.first, start, start + c.bits.len()));
     }
     if pos != body.len() {
         return Err(corrupt(off + pos, "trailing bytes after the last column"));
     }
-    Ok(SampleIter::materialized(ts, vs))
+    Ok(Opened {
+        group: m.group.to_vec(),
+        ts,
+        members: vec![vs],
+        columns,
+    })
+}
+
+/// Decodes the group member at the start of `bytes` into an iterator over its samples
+/// (decoded at once: member `j` needs the columns of members `0..=j`). `verify` checks the
+/// group's checksum; verified groups are kept in a small per-thread cache, so that reading
+/// the other members of a group read lately costs a copy.
+pub(super) fn decode_member(bytes: &[u8], verify: bool) -> Result<SampleIter<'static>, Error> {
+    let m = parse_member(bytes)?;
+    if !verify {
+        let mut g = open_group(&m)?;
+        g.decode_to(m.member)?;
+        let vs = g.members.swap_remove(m.member);
+        return Ok(SampleIter::materialized(g.ts, vs));
+    }
+    verify_group_crc(&m)?;
+    RECENT.with(|r| {
+        let mut r = r.borrow_mut();
+        let hit = r.groups.iter().rposition(|g| g.group == m.group);
+        let mut g = match hit {
+            Some(i) => {
+                let g = r.groups.remove(i);
+                r.bytes -= g.bytes();
+                g
+            }
+            None => open_group(&m)?,
+        };
+        let res = g.decode_to(m.member);
+        let out = res.map(|()| SampleIter::materialized(g.ts.clone(), g.members[m.member].clone()));
+        if out.is_ok() {
+            r.bytes += g.bytes();
+            r.groups.push(g);
+            while r.bytes > RECENT_BYTES && r.groups.len() > 1 {
+                let old = r.groups.remove(0);
+                r.bytes -= old.bytes();
+            }
+        }
+        out
+    })
 }
 
 /// Moves a chunk error's offset by `by` bytes (errors of the base chunk, whose offsets count
@@ -550,6 +639,38 @@ mod tests {
             assert!(decode(&bytes[..cut]).is_err());
             let _ = decode_unverified(&bytes[..cut]);
         }
+    }
+
+    #[test]
+    fn members_read_in_any_order_and_reused_buffers() {
+        let (ts, a) = histogram(6, 100, 11);
+        let (_, b) = histogram(6, 100, 12);
+        let ga = roundtrip(&ts, &a).unwrap();
+        let gb = roundtrip(&ts, &b).unwrap();
+        let want = |m: &[Vec<f64>], j: usize| -> Vec<(i64, u64)> {
+            ts.iter()
+                .zip(&m[j])
+                .map(|(&t, v)| (t, v.to_bits()))
+                .collect()
+        };
+        for j in [5, 0, 3, 1, 4, 2] {
+            assert_eq!(member(&ga, 6, j), want(&a, j));
+            assert_eq!(member(&gb, 6, 5 - j), want(&b, 5 - j));
+        }
+        // the same buffer (same address) holding another group of the same length
+        let mut buf = ga.clone();
+        assert_eq!(member(&buf, 6, 4), want(&a, 4));
+        // a group of the same length with other values: the last row's top bucket one more
+        let mut c = a.clone();
+        *c[5].last_mut().unwrap() += 1.0;
+        let gc = roundtrip(&ts, &c).unwrap();
+        assert_eq!(gc.len(), buf.len());
+        buf.copy_from_slice(&gc);
+        assert_eq!(member(&buf, 6, 5), want(&c, 5));
+        let mut buf2 = gb.clone();
+        buf2.resize(ga.len().max(gb.len()), 0);
+        buf2[..ga.len()].copy_from_slice(&ga);
+        assert_eq!(member(&buf2[..ga.len()], 6, 2), want(&a, 2));
     }
 
     proptest! {
