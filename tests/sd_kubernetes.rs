@@ -26,14 +26,17 @@ use serde_json::{json, Value};
 #[derive(Default)]
 struct Cluster {
     rv: u64,
-    pods: BTreeMap<String, Value>,
-    /// Events by resource version, for watches that start behind.
-    history: Vec<(u64, String)>,
+    /// Objects of every kind by `plural/namespace/name`.
+    objects: BTreeMap<String, Value>,
+    /// Events by resource version with their kind (plural) and namespace, for watches that
+    /// start behind.
+    history: Vec<(u64, String, String, String)>,
     /// The next watch gets `410 Gone` (its version was compacted away).
     gone_next: bool,
     /// Changes are not sent to open watches nor kept in the history.
     quiet: bool,
-    watchers: Vec<Sender<String>>,
+    /// Open watches: kind (plural), namespace (all when none), stream.
+    watchers: Vec<(String, Option<String>, Sender<String>)>,
     /// Requests seen, for the test's assertions.
     requests: Vec<String>,
     /// The bearer token requests must carry, if any.
@@ -70,29 +73,71 @@ fn pod(name: &str, ip: &str, phase: &str, model: &str) -> Value {
     })
 }
 
+/// The kinds the fake API serves: (kind, plural, API group path, namespaced).
+const KINDS: [(&str, &str, &str, bool); 5] = [
+    ("Pod", "pods", "/api/v1/", true),
+    ("Service", "services", "/api/v1/", true),
+    ("Endpoints", "endpoints", "/api/v1/", true),
+    (
+        "EndpointSlice",
+        "endpointslices",
+        "/apis/discovery.k8s.io/v1/",
+        true,
+    ),
+    ("Node", "nodes", "/api/v1/", false),
+];
+
+/// The kind (plural) and namespace of an API path (`/api/v1/namespaces/ns/pods`,
+/// `/apis/discovery.k8s.io/v1/endpointslices`, `/api/v1/nodes`).
+fn route(path: &str) -> Option<(&'static str, &'static str, Option<String>)> {
+    KINDS.iter().find_map(|(kind, plural, group, namespaced)| {
+        let rest = path.strip_prefix(group)?;
+        if rest == *plural {
+            return Some((*kind, *plural, None));
+        }
+        let (ns, p) = rest.strip_prefix("namespaces/")?.split_once('/')?;
+        (*namespaced && p == *plural).then(|| (*kind, *plural, Some(ns.to_string())))
+    })
+}
+
+fn object_key(obj: &Value) -> (String, String) {
+    let kind = obj["kind"].as_str().unwrap_or("Pod");
+    let plural = KINDS.iter().find(|k| k.0 == kind).unwrap().1;
+    let ns = obj["metadata"]["namespace"].as_str().unwrap_or_default();
+    let name = obj["metadata"]["name"].as_str().unwrap();
+    (format!("{plural}/{ns}/{name}"), ns.to_string())
+}
+
 impl FakeApi {
     fn event(&self, kind: &str, mut obj: Value) {
         let mut c = self.0.lock().unwrap();
         c.rv += 1;
         let rv = c.rv;
         obj["metadata"]["resourceVersion"] = json!(rv.to_string());
-        let key = obj["metadata"]["name"].as_str().unwrap().to_string();
+        let (key, ns) = object_key(&obj);
+        let plural = key.split('/').next().unwrap().to_string();
         if kind == "DELETED" {
-            c.pods.remove(&key);
+            c.objects.remove(&key);
         } else {
-            c.pods.insert(key, obj.clone());
+            c.objects.insert(key, obj.clone());
         }
         let line = json!({"type": kind, "object": obj}).to_string();
         if c.quiet {
             return;
         }
-        c.history.push((rv, line.clone()));
-        c.watchers.retain(|w| w.send(line.clone()).is_ok());
+        c.history
+            .push((rv, plural.clone(), ns.clone(), line.clone()));
+        c.watchers.retain(|(p, n, w)| {
+            if *p != plural || n.as_ref().is_some_and(|n| *n != ns) {
+                return true;
+            }
+            w.send(line.clone()).is_ok()
+        });
     }
 
     fn upsert(&self, obj: Value) {
-        let name = obj["metadata"]["name"].as_str().unwrap().to_string();
-        let kind = if self.0.lock().unwrap().pods.contains_key(&name) {
+        let key = object_key(&obj).0;
+        let kind = if self.0.lock().unwrap().objects.contains_key(&key) {
             "MODIFIED"
         } else {
             "ADDED"
@@ -208,26 +253,40 @@ impl FakeApi {
                 "200 OK",
                 r#"{"major":"1","minor":"30","gitVersion":"v1.30.2"}"#,
             ),
-            "/api/v1/pods" | "/api/v1/namespaces/llm/pods" if !q.contains_key("watch") => {
+            _ if route(path).is_none() => {
+                reply(&mut s, "404 Not Found", r#"{"kind":"Status","code":404}"#)
+            }
+            _ if !q.contains_key("watch") => {
+                let (kind, plural, ns) = route(path).unwrap();
                 let c = self.0.lock().unwrap();
                 let limit: usize = q
                     .get("limit")
                     .and_then(|l| l.parse().ok())
                     .unwrap_or(usize::MAX);
                 let from: usize = q.get("continue").and_then(|l| l.parse().ok()).unwrap_or(0);
-                let all: Vec<&Value> = c.pods.values().collect();
+                let prefix = format!(
+                    "{plural}/{}",
+                    ns.as_deref().map(|n| format!("{n}/")).unwrap_or_default()
+                );
+                let all: Vec<&Value> = c
+                    .objects
+                    .range(prefix.clone()..)
+                    .take_while(|(k, _)| k.starts_with(&prefix))
+                    .map(|(_, v)| v)
+                    .collect();
                 let page: Vec<&Value> = all.iter().skip(from).take(limit).cloned().collect();
                 let cont = if from + page.len() < all.len() {
                     (from + page.len()).to_string()
                 } else {
                     String::new()
                 };
-                let body = json!({"kind": "PodList", "apiVersion": "v1",
+                let body = json!({"kind": format!("{kind}List"), "apiVersion": "v1",
                     "metadata": {"resourceVersion": c.rv.to_string(), "continue": cont},
                     "items": page});
                 reply(&mut s, "200 OK", &body.to_string());
             }
-            "/api/v1/pods" | "/api/v1/namespaces/llm/pods" => {
+            _ => {
+                let (_, plural, ns) = route(path).unwrap();
                 let rx: Receiver<String>;
                 let mut backlog = vec![];
                 {
@@ -245,11 +304,13 @@ impl FakeApi {
                         backlog.extend(
                             c.history
                                 .iter()
-                                .filter(|(v, _)| *v > from)
-                                .map(|(_, l)| l.clone()),
+                                .filter(|(v, p, n, _)| {
+                                    *v > from && p == plural && ns.as_ref().is_none_or(|ns| ns == n)
+                                })
+                                .map(|(_, _, _, l)| l.clone()),
                         );
                         let (tx, r) = channel();
-                        c.watchers.push(tx);
+                        c.watchers.push((plural.to_string(), ns, tx));
                         rx = r;
                     }
                 }
@@ -270,7 +331,6 @@ impl FakeApi {
                 }
                 let _ = write!(s, "0\r\n\r\n");
             }
-            _ => reply(&mut s, "404 Not Found", r#"{"kind":"Status","code":404}"#),
         }
     }
 }
@@ -592,4 +652,229 @@ scrape_configs:
         "{:?}",
         c.requests
     );
+}
+
+/// The discovered labels of a job's active targets, as canonical JSON.
+fn discovered(client: &Client, base: &str, job: &str) -> BTreeSet<String> {
+    let (st, body) = client.get(&format!("{base}/api/v1/targets?state=active"));
+    assert_eq!(st, 200, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    v["data"]["activeTargets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["scrapePool"] == job)
+        .map(|t| t["discoveredLabels"].to_string())
+        .collect()
+}
+
+/// `labels` as a job's target discovers them: the job's own settings added, empty values
+/// left out (as Prometheus' label builder leaves them out).
+fn as_discovered(job: &str, labels: &[Value]) -> String {
+    let mut m = serde_json::Map::new();
+    for l in labels {
+        for (k, v) in l.as_object().unwrap() {
+            if v != "" {
+                m.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    for (k, v) in [
+        ("job", job),
+        ("__scheme__", "http"),
+        ("__metrics_path__", "/metrics"),
+        ("__scrape_interval__", "1m"),
+        ("__scrape_timeout__", "1s"),
+    ] {
+        m.insert(k.into(), json!(v));
+    }
+    Value::Object(m).to_string()
+}
+
+/// Services, Endpoints, EndpointSlices and nodes are listed and watched too: the objects of
+/// Prometheus' `TestEndpointsDiscoveryAdd` and `TestEndpointSliceDiscoveryAdd` (a pod
+/// listed, then the Endpoints and the EndpointSlice naming it arriving through the watch)
+/// give Prometheus' expected targets; a service's change reaches both groups; a node is
+/// found by the node role.
+#[test]
+fn services_endpoints_endpointslices_and_nodes_through_list_and_watch() {
+    let api = FakeApi::default();
+    api.upsert(json!({"kind": "Pod", "metadata": {"name": "testpod", "namespace": "default", "uid": "deadbeef"},
+        "spec": {"nodeName": "testnode", "containers": [
+            {"name": "c1", "image": "c1:latest", "ports": [{"name": "mainport", "containerPort": 9000, "protocol": "TCP"}]},
+            {"name": "c2", "image": "c2:latest", "ports": [{"name": "sideport", "containerPort": 9001, "protocol": "TCP"}]}]},
+        "status": {"hostIP": "2.3.4.5", "podIP": "1.2.3.4"}}));
+    api.upsert(
+        json!({"kind": "Service", "metadata": {"name": "testendpoints", "namespace": "default",
+        "labels": {"app/name": "test"}}, "spec": {"type": "ClusterIP", "clusterIP": "10.0.0.1",
+        "ports": [{"name": "testport", "port": 9000, "protocol": "TCP"}]}}),
+    );
+    api.upsert(
+        json!({"kind": "Node", "metadata": {"name": "testnode", "labels": {"gpu": "h100"}},
+        "status": {"addresses": [{"type": "InternalIP", "address": "10.0.0.7"}],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}}}}),
+    );
+    let port = api.serve();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("prometheus.yml");
+    let mut yml =
+        "global: {scrape_interval: 1m, scrape_timeout: 1s}\nscrape_configs:\n".to_string();
+    for role in ["endpoints", "endpointslice", "service", "node"] {
+        yml.push_str(&format!(
+            "  - job_name: {role}\n    kubernetes_sd_configs: [{{role: {role}, api_server: 'http://127.0.0.1:{port}'}}]\n"
+        ));
+    }
+    std::fs::write(&cfg, yml).unwrap();
+    let client = Client::new();
+    let (_p, base) = start_inferdb_with(
+        dir.path(),
+        &dir.path().join("data"),
+        &["--config.file", cfg.to_str().unwrap()],
+        &client,
+    );
+    let _log = LogOnPanic(dir.path().join("inferdb.log"));
+    let wait = |job: &str, want: &BTreeSet<String>, what: &str| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let got = discovered(&client, &base, job);
+            if &got == want {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{what}: want {want:#?}\ngot {got:#?}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    let svc_labels = |labels: &[(&str, &str)]| {
+        let mut m = json!({"__meta_kubernetes_service_name": "testendpoints"});
+        for (k, v) in labels {
+            m[format!("__meta_kubernetes_service_label_{k}")] = json!(v);
+            m[format!("__meta_kubernetes_service_labelpresent_{k}")] = json!("true");
+        }
+        m
+    };
+    wait(
+        "service",
+        &[as_discovered(
+            "service",
+            &[
+                json!({"__meta_kubernetes_namespace": "default"}),
+                svc_labels(&[("app_name", "test")]),
+                json!({"__address__": "testendpoints.default.svc:9000",
+                    "__meta_kubernetes_service_type": "ClusterIP", "__meta_kubernetes_service_cluster_ip": "10.0.0.1",
+                    "__meta_kubernetes_service_port_name": "testport", "__meta_kubernetes_service_port_number": "9000",
+                    "__meta_kubernetes_service_port_protocol": "TCP"}),
+            ],
+        )]
+        .into(),
+        "service role",
+    );
+    wait(
+        "node",
+        &[as_discovered(
+            "node",
+            &[json!({"__address__": "10.0.0.7:10250", "instance": "testnode",
+                "__meta_kubernetes_node_address_InternalIP": "10.0.0.7", "__meta_kubernetes_node_name": "testnode",
+                "__meta_kubernetes_node_provider_id": "",
+                "__meta_kubernetes_node_label_gpu": "h100", "__meta_kubernetes_node_labelpresent_gpu": "true"})],
+        )]
+        .into(),
+        "node role",
+    );
+
+    api.upsert(json!({"kind": "Endpoints", "metadata": {"name": "testendpoints", "namespace": "default"},
+        "subsets": [{"addresses": [{"ip": "4.3.2.1", "targetRef": {"kind": "Pod", "name": "testpod", "namespace": "default"}}],
+            "ports": [{"name": "testport", "port": 9000, "protocol": "TCP"}]}]}));
+    api.upsert(json!({"kind": "EndpointSlice", "metadata": {"name": "testendpoints", "namespace": "default",
+            "labels": {"kubernetes.io/service-name": "testendpoints"}}, "addressType": "IPv4",
+        "ports": [{"name": "testport", "port": 9000, "protocol": "TCP"}],
+        "endpoints": [{"addresses": ["4.3.2.1"], "targetRef": {"kind": "Pod", "name": "testpod", "namespace": "default"},
+            "conditions": {"ready": false}}]}));
+    let pod = |c: &str, port_name: &str, port: &str| {
+        json!({"__meta_kubernetes_pod_name": "testpod", "__meta_kubernetes_pod_ip": "1.2.3.4",
+            "__meta_kubernetes_pod_ready": "unknown", "__meta_kubernetes_pod_phase": "",
+            "__meta_kubernetes_pod_node_name": "testnode", "__meta_kubernetes_pod_host_ip": "2.3.4.5",
+            "__meta_kubernetes_pod_uid": "deadbeef", "__meta_kubernetes_pod_container_name": c,
+            "__meta_kubernetes_pod_container_image": format!("{c}:latest"),
+            "__meta_kubernetes_pod_container_port_name": port_name,
+            "__meta_kubernetes_pod_container_port_number": port,
+            "__meta_kubernetes_pod_container_port_protocol": "TCP", "__meta_kubernetes_pod_container_init": "false"})
+    };
+    let endpoints = |svc: Value| -> BTreeSet<String> {
+        let group = [
+            json!({"__meta_kubernetes_namespace": "default", "__meta_kubernetes_endpoints_name": "testendpoints"}),
+            svc,
+        ];
+        [
+            as_discovered("endpoints", &[group[0].clone(), group[1].clone(), pod("c1", "mainport", "9000"),
+                json!({"__address__": "4.3.2.1:9000", "__meta_kubernetes_endpoint_port_name": "testport",
+                    "__meta_kubernetes_endpoint_port_protocol": "TCP", "__meta_kubernetes_endpoint_ready": "true",
+                    "__meta_kubernetes_endpoint_address_target_kind": "Pod",
+                    "__meta_kubernetes_endpoint_address_target_name": "testpod"})]),
+            as_discovered("endpoints", &[group[0].clone(), group[1].clone(), pod("c2", "sideport", "9001"),
+                json!({"__address__": "1.2.3.4:9001"})]),
+        ]
+        .into()
+    };
+    let slices = |svc: Value| -> BTreeSet<String> {
+        let group = [
+            json!({"__meta_kubernetes_namespace": "default", "__meta_kubernetes_endpointslice_name": "testendpoints",
+            "__meta_kubernetes_endpointslice_address_type": "IPv4",
+            "__meta_kubernetes_endpointslice_label_kubernetes_io_service_name": "testendpoints",
+            "__meta_kubernetes_endpointslice_labelpresent_kubernetes_io_service_name": "true"}),
+            svc,
+        ];
+        [
+            as_discovered("endpointslice", &[group[0].clone(), group[1].clone(), pod("c1", "mainport", "9000"),
+                json!({"__address__": "4.3.2.1:9000",
+                    "__meta_kubernetes_endpointslice_address_target_kind": "Pod",
+                    "__meta_kubernetes_endpointslice_address_target_name": "testpod",
+                    "__meta_kubernetes_endpointslice_endpoint_conditions_ready": "false",
+                    "__meta_kubernetes_endpointslice_port": "9000", "__meta_kubernetes_endpointslice_port_name": "testport",
+                    "__meta_kubernetes_endpointslice_port_protocol": "TCP"})]),
+            as_discovered("endpointslice", &[group[0].clone(), group[1].clone(), pod("c2", "sideport", "9001"),
+                json!({"__address__": "1.2.3.4:9001"})]),
+        ]
+        .into()
+    };
+    wait(
+        "endpoints",
+        &endpoints(svc_labels(&[("app_name", "test")])),
+        "endpoints added",
+    );
+    wait(
+        "endpointslice",
+        &slices(svc_labels(&[("app_name", "test")])),
+        "endpointslice added",
+    );
+
+    // the service's labels change: both groups are re-built with them
+    api.upsert(json!({"kind": "Service", "metadata": {"name": "testendpoints", "namespace": "default",
+        "labels": {"app/name": "svc", "component": "testing"}}, "spec": {"type": "ClusterIP", "clusterIP": "10.0.0.1",
+        "ports": [{"name": "testport", "port": 9000, "protocol": "TCP"}]}}));
+    let updated = svc_labels(&[("app_name", "svc"), ("component", "testing")]);
+    wait(
+        "endpoints",
+        &endpoints(updated.clone()),
+        "service updated (endpoints)",
+    );
+    wait(
+        "endpointslice",
+        &slices(updated),
+        "service updated (endpointslice)",
+    );
+
+    // deletions take the targets away
+    api.event(
+        "DELETED",
+        json!({"kind": "Endpoints", "metadata": {"name": "testendpoints", "namespace": "default"}}),
+    );
+    api.event(
+        "DELETED",
+        json!({"kind": "Node", "metadata": {"name": "testnode"}}),
+    );
+    wait("endpoints", &BTreeSet::new(), "endpoints deleted");
+    wait("node", &BTreeSet::new(), "node deleted");
 }

@@ -74,7 +74,9 @@ pub struct GroupDoc {
 /// What one provider has found: its latest group per source and its last error.
 #[derive(Debug, Default)]
 struct Slot {
-    groups: Mutex<BTreeMap<String, TargetGroup>>,
+    /// Shared with readers: a group that did not change keeps its allocation, so a reader
+    /// can tell it is unchanged by pointer (see [`Manager::groups`]).
+    groups: Mutex<BTreeMap<String, Arc<TargetGroup>>>,
     error: Mutex<Option<String>>,
 }
 
@@ -104,9 +106,9 @@ impl Updater {
             for grp in groups {
                 if grp.targets.is_empty() {
                     changed |= g.remove(&grp.source).is_some();
-                } else if g.get(&grp.source) != Some(&grp) {
+                } else if g.get(&grp.source).map(|o| &**o) != Some(&grp) {
                     changed = true;
-                    g.insert(grp.source.clone(), grp);
+                    g.insert(grp.source.clone(), Arc::new(grp));
                 }
             }
         }
@@ -138,6 +140,16 @@ impl Updater {
 
     /// Every group the provider holds, in source order.
     pub fn groups(&self) -> Vec<TargetGroup> {
+        self.slot
+            .groups
+            .lock()
+            .values()
+            .map(|g| (**g).clone())
+            .collect()
+    }
+
+    /// [`Updater::groups`] without copying them.
+    pub fn shared_groups(&self) -> Vec<Arc<TargetGroup>> {
         self.slot.groups.lock().values().cloned().collect()
     }
 }
@@ -240,17 +252,25 @@ impl Manager {
         *all = next;
     }
 
-    /// The groups of a job: its static groups, then each provider's in order.
-    pub fn groups(&self, sc: &ScrapeConfig) -> Vec<TargetGroup> {
-        let mut out: Vec<TargetGroup> = sc
+    /// The groups of a job by where they come from: its static groups first, then each
+    /// provider's in order (sources are unique within one list, not across lists). A group
+    /// that has not changed since an earlier call is the same allocation.
+    pub fn groups(&self, sc: &ScrapeConfig) -> Vec<Vec<Arc<TargetGroup>>> {
+        let mut out = vec![sc
             .static_configs
             .iter()
             .enumerate()
-            .map(|(i, s)| TargetGroup::from_addresses(i.to_string(), &s.targets, s.labels.clone()))
-            .collect();
+            .map(|(i, s)| {
+                Arc::new(TargetGroup::from_addresses(
+                    i.to_string(),
+                    &s.targets,
+                    s.labels.clone(),
+                ))
+            })
+            .collect()];
         if let Some(ps) = self.providers.lock().get(&sc.job_name) {
             for p in ps {
-                out.extend(p.updater.groups());
+                out.push(p.updater.shared_groups());
             }
         }
         out

@@ -17,10 +17,11 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::target::{
-    targets_from_groups, Auth, MetricMetadata, ScrapeLoop, ScrapeOptions, Target, TargetState,
+    dedup_targets, targets_from_group, Auth, MetricMetadata, ScrapeLoop, ScrapeOptions, Target,
+    TargetState,
 };
-use crate::config::Config;
-use crate::discovery;
+use crate::config::{Config, ScrapeConfig};
+use crate::discovery::{self, TargetGroup};
 use crate::model::relabel::LabelMap;
 use crate::model::sink::SampleSink;
 use crate::model::time::now_ms;
@@ -59,6 +60,67 @@ pub struct ScrapeManager {
     /// Per job: how many targets relabelling dropped, and the discovered labels of the
     /// first `keep_dropped_targets` of them (all when 0).
     dropped: Mutex<BTreeMap<String, (usize, Vec<LabelMap>)>>,
+    /// Per job, the targets of each group as last relabelled.
+    relabelled: Mutex<HashMap<String, JobTargets>>,
+}
+
+/// The targets of one job's groups after relabelling, kept so that a discovery change
+/// relabels only the groups that changed (Prometheus' scrape pool relabels every group on
+/// every update).
+#[derive(Default)]
+struct JobTargets {
+    /// The job's configuration the targets were made with (its `Debug` text, with the
+    /// global settings): another one relabels everything.
+    config: String,
+    /// By provider (static groups first) and source: the group and what it gave.
+    groups: HashMap<(usize, String), GroupTargets>,
+}
+
+struct GroupTargets {
+    group: Arc<TargetGroup>,
+    targets: Vec<Target>,
+    dropped: Vec<LabelMap>,
+}
+
+impl JobTargets {
+    /// The job's targets and dropped targets from `providers`' groups, relabelling only the
+    /// groups not seen before.
+    fn update(
+        &mut self,
+        cfg: &Config,
+        sc: &ScrapeConfig,
+        providers: Vec<Vec<Arc<TargetGroup>>>,
+    ) -> (Vec<Target>, Vec<LabelMap>) {
+        let config = format!("{sc:?}{:?}", cfg.global);
+        if config != self.config {
+            self.config = config;
+            self.groups.clear();
+        }
+        let mut next = HashMap::with_capacity(self.groups.len());
+        let (mut targets, mut dropped) = (vec![], vec![]);
+        for (i, groups) in providers.into_iter().enumerate() {
+            for g in groups {
+                let key = (i, g.source.clone());
+                let entry = match self.groups.remove(&key) {
+                    Some(e) if Arc::ptr_eq(&e.group, &g) || e.group == g => e,
+                    _ => {
+                        let (targets, dropped) = targets_from_group(cfg, sc, &g);
+                        GroupTargets {
+                            group: g,
+                            targets,
+                            dropped,
+                        }
+                    }
+                };
+                targets.extend(entry.targets.iter().cloned());
+                dropped.extend(entry.dropped.iter().cloned());
+                next.insert(key, entry);
+            }
+        }
+        self.groups = next;
+        dedup_targets(&mut targets);
+        (targets, dropped)
+    }
 }
 
 impl ScrapeManager {
@@ -70,6 +132,7 @@ impl ScrapeManager {
             errors: Mutex::new(vec![]),
             discovery: discovery::Manager::default(),
             dropped: Mutex::new(BTreeMap::new()),
+            relabelled: Mutex::new(HashMap::new()),
         }
     }
 
@@ -82,9 +145,14 @@ impl ScrapeManager {
         self.discovery.apply(cfg);
         let mut errors = self.discovery.errors();
         let mut dropped_all = BTreeMap::new();
+        let mut relabelled = self.relabelled.lock();
+        relabelled.retain(|job, _| cfg.scrape_configs.iter().any(|sc| &sc.job_name == job));
         for sc in &cfg.scrape_configs {
             let groups = self.discovery.groups(sc);
-            let (targets, mut dropped) = targets_from_groups(cfg, sc, &groups);
+            let (targets, mut dropped) = relabelled
+                .entry(sc.job_name.clone())
+                .or_default()
+                .update(cfg, sc, groups);
             let n = dropped.len();
             let keep = sc.keep_dropped_targets.unwrap_or(0) as usize;
             if keep > 0 {
@@ -115,6 +183,7 @@ impl ScrapeManager {
                 wanted.insert(key, (t, opts.clone(), client.clone(), auth.clone()));
             }
         }
+        drop(relabelled);
         for e in &errors {
             tracing::warn!("{e}");
         }

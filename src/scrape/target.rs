@@ -129,123 +129,141 @@ pub fn targets_from_groups(
     sc: &ScrapeConfig,
     groups: &[TargetGroup],
 ) -> (Vec<Target>, Vec<LabelMap>) {
-    let g = &cfg.global;
     let mut out = vec![];
     let mut dropped = vec![];
     for grp in groups {
-        for tl in &grp.targets {
-            let mut l: LabelMap = LabelMap::new();
-            // group labels, the target's own over them; empty values are no labels
-            for (k, v) in grp.labels.iter().chain(tl) {
-                if v.is_empty() {
-                    l.remove(k);
-                } else {
-                    l.insert(k.clone(), v.clone());
-                }
-            }
-            // the job's settings, where discovery did not set them
-            for (k, v) in [
-                ("job", sc.job_name.clone()),
-                ("__scrape_interval__", fmt_duration(sc.interval(g))),
-                ("__scrape_timeout__", fmt_duration(sc.timeout(g))),
-                ("__metrics_path__", sc.metrics_path.clone()),
-                ("__scheme__", sc.scheme.clone()),
-            ] {
-                if !v.is_empty() {
-                    l.entry(k.to_string()).or_insert(v);
-                }
-            }
-            for (k, vs) in &sc.params {
-                if let Some(v) = vs.first() {
-                    l.insert(format!("__param_{k}"), v.clone());
-                }
-            }
-            let discovered = l.clone();
-            if !relabel(&mut l, &sc.relabel_configs) {
-                dropped.push(discovered);
-                continue;
-            }
-            let Some(address) = l.get("__address__").filter(|a| !a.is_empty()).cloned() else {
-                continue;
-            };
-            if !l.contains_key("instance") {
-                l.insert("instance".into(), address.clone());
-            }
-            let interval = l
-                .get("__scrape_interval__")
-                .and_then(|s| crate::config::parse_duration(s).ok())
-                .filter(|d| !d.is_zero())
-                .unwrap_or(sc.interval(g));
-            let timeout = l
-                .get("__scrape_timeout__")
-                .and_then(|s| crate::config::parse_duration(s).ok())
-                .filter(|d| !d.is_zero())
-                .unwrap_or(sc.timeout(g))
-                .min(interval);
-            let scheme = l
-                .get("__scheme__")
-                .cloned()
-                .unwrap_or_else(|| "http".into());
-            let path = l
-                .get("__metrics_path__")
-                .cloned()
-                .unwrap_or_else(|| "/metrics".into());
-            let mut url = if address.contains("://") {
-                address.clone()
-            } else {
-                format!("{scheme}://{address}")
-            };
-            if !path.starts_with('/') {
-                url.push('/');
-            }
-            url.push_str(&path);
-            // query parameters: every value of params, with __param_ overrides for the first
-            let mut query: Vec<(String, String)> = vec![];
-            for (k, vs) in &sc.params {
-                let first = l.get(&format!("__param_{k}")).cloned();
-                for (i, v) in vs.iter().enumerate() {
-                    let v = if i == 0 {
-                        first.clone().unwrap_or(v.clone())
-                    } else {
-                        v.clone()
-                    };
-                    query.push((k.clone(), v));
-                }
-            }
-            for (k, v) in &l {
-                if let Some(p) = k.strip_prefix("__param_") {
-                    if !sc.params.contains_key(p) {
-                        query.push((p.to_string(), v.clone()));
-                    }
-                }
-            }
-            if !query.is_empty() {
-                url.push(if url.contains('?') { '&' } else { '?' });
-                let q: Vec<String> = query
-                    .iter()
-                    .map(|(k, v)| format!("{}={}", url_escape(k), url_escape(v)))
-                    .collect();
-                url.push_str(&q.join("&"));
-            }
-            let labels = Labels::new(
-                l.iter()
-                    .filter(|(k, _)| !k.starts_with("__"))
-                    .map(|(k, v)| Label::new(k.clone(), v.clone()))
-                    .collect(),
-            );
-            out.push(Target {
-                job: sc.job_name.clone(),
-                url,
-                labels,
-                discovered_labels: discovered,
-                interval,
-                timeout,
-            });
-        }
+        let (t, d) = targets_from_group(cfg, sc, grp);
+        out.extend(t);
+        dropped.extend(d);
     }
-    // Prometheus drops duplicate targets of a job.
+    dedup_targets(&mut out);
+    (out, dropped)
+}
+
+/// Drops the targets of a job that repeat an earlier one, as Prometheus does.
+pub fn dedup_targets(targets: &mut Vec<Target>) {
     let mut seen = std::collections::HashSet::new();
-    out.retain(|t| seen.insert(t.key()));
+    targets.retain(|t| seen.insert(t.key()));
+}
+
+/// [`targets_from_groups`] for one group, before duplicates are dropped.
+pub fn targets_from_group(
+    cfg: &Config,
+    sc: &ScrapeConfig,
+    grp: &TargetGroup,
+) -> (Vec<Target>, Vec<LabelMap>) {
+    let g = &cfg.global;
+    let mut out = vec![];
+    let mut dropped = vec![];
+    for tl in &grp.targets {
+        let mut l: LabelMap = LabelMap::new();
+        // group labels, the target's own over them; empty values are no labels
+        for (k, v) in grp.labels.iter().chain(tl) {
+            if v.is_empty() {
+                l.remove(k);
+            } else {
+                l.insert(k.clone(), v.clone());
+            }
+        }
+        // the job's settings, where discovery did not set them
+        for (k, v) in [
+            ("job", sc.job_name.clone()),
+            ("__scrape_interval__", fmt_duration(sc.interval(g))),
+            ("__scrape_timeout__", fmt_duration(sc.timeout(g))),
+            ("__metrics_path__", sc.metrics_path.clone()),
+            ("__scheme__", sc.scheme.clone()),
+        ] {
+            if !v.is_empty() {
+                l.entry(k.to_string()).or_insert(v);
+            }
+        }
+        for (k, vs) in &sc.params {
+            if let Some(v) = vs.first() {
+                l.insert(format!("__param_{k}"), v.clone());
+            }
+        }
+        let discovered = l.clone();
+        if !relabel(&mut l, &sc.relabel_configs) {
+            dropped.push(discovered);
+            continue;
+        }
+        let Some(address) = l.get("__address__").filter(|a| !a.is_empty()).cloned() else {
+            continue;
+        };
+        if !l.contains_key("instance") {
+            l.insert("instance".into(), address.clone());
+        }
+        let interval = l
+            .get("__scrape_interval__")
+            .and_then(|s| crate::config::parse_duration(s).ok())
+            .filter(|d| !d.is_zero())
+            .unwrap_or(sc.interval(g));
+        let timeout = l
+            .get("__scrape_timeout__")
+            .and_then(|s| crate::config::parse_duration(s).ok())
+            .filter(|d| !d.is_zero())
+            .unwrap_or(sc.timeout(g))
+            .min(interval);
+        let scheme = l
+            .get("__scheme__")
+            .cloned()
+            .unwrap_or_else(|| "http".into());
+        let path = l
+            .get("__metrics_path__")
+            .cloned()
+            .unwrap_or_else(|| "/metrics".into());
+        let mut url = if address.contains("://") {
+            address.clone()
+        } else {
+            format!("{scheme}://{address}")
+        };
+        if !path.starts_with('/') {
+            url.push('/');
+        }
+        url.push_str(&path);
+        // query parameters: every value of params, with __param_ overrides for the first
+        let mut query: Vec<(String, String)> = vec![];
+        for (k, vs) in &sc.params {
+            let first = l.get(&format!("__param_{k}")).cloned();
+            for (i, v) in vs.iter().enumerate() {
+                let v = if i == 0 {
+                    first.clone().unwrap_or(v.clone())
+                } else {
+                    v.clone()
+                };
+                query.push((k.clone(), v));
+            }
+        }
+        for (k, v) in &l {
+            if let Some(p) = k.strip_prefix("__param_") {
+                if !sc.params.contains_key(p) {
+                    query.push((p.to_string(), v.clone()));
+                }
+            }
+        }
+        if !query.is_empty() {
+            url.push(if url.contains('?') { '&' } else { '?' });
+            let q: Vec<String> = query
+                .iter()
+                .map(|(k, v)| format!("{}={}", url_escape(k), url_escape(v)))
+                .collect();
+            url.push_str(&q.join("&"));
+        }
+        let labels = Labels::new(
+            l.iter()
+                .filter(|(k, _)| !k.starts_with("__"))
+                .map(|(k, v)| Label::new(k.clone(), v.clone()))
+                .collect(),
+        );
+        out.push(Target {
+            job: sc.job_name.clone(),
+            url,
+            labels,
+            discovered_labels: discovered,
+            interval,
+            timeout,
+        });
+    }
     (out, dropped)
 }
 

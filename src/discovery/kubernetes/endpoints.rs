@@ -14,9 +14,13 @@ use super::{
 };
 use crate::discovery::{LabelSet, TargetGroup, ADDRESS_LABEL};
 
-/// The pod a `targetRef` names, if it is a pod the stores know.
-pub fn resolve_pod<'a>(s: &'a Stores, r: Option<&ObjectReference>) -> Option<&'a Pod> {
+/// The pod a `targetRef` of an object in namespace `ns` names, if it is a pod the stores
+/// know (of the same namespace when namespaces are named).
+pub fn resolve_pod<'a>(s: &'a Stores, ns: &str, r: Option<&ObjectReference>) -> Option<&'a Pod> {
     let r = r.filter(|r| r.kind == "Pod")?;
+    if s.pods_per_namespace && r.namespace != ns {
+        return None;
+    }
     s.pods.get(&format!("{}/{}", r.namespace, r.name))
 }
 
@@ -54,7 +58,8 @@ pub fn extra_pod_targets(g: &mut TargetGroup, seen: &BTreeMap<String, (&Pod, Vec
     }
 }
 
-fn build(c: &KubernetesSdConfig, s: &Stores, eps: &Endpoints) -> TargetGroup {
+/// The group of one object.
+pub(crate) fn build(c: &KubernetesSdConfig, s: &Stores, eps: &Endpoints) -> TargetGroup {
     let m = &eps.metadata;
     let mut g = TargetGroup {
         source: format!("endpoints/{}/{}", m.namespace, m.name),
@@ -105,7 +110,7 @@ fn build(c: &KubernetesSdConfig, s: &Stores, eps: &Endpoints) -> TargetGroup {
                 add_node_labels(&mut t, s, Some(&r.name));
             }
         }
-        let Some(pod) = resolve_pod(s, addr.target_ref.as_ref()) else {
+        let Some(pod) = resolve_pod(s, &m.namespace, addr.target_ref.as_ref()) else {
             g.targets.push(t);
             return;
         };
@@ -113,23 +118,21 @@ fn build(c: &KubernetesSdConfig, s: &Stores, eps: &Endpoints) -> TargetGroup {
             .entry(format!("{}/{}", pod.metadata.namespace, pod.metadata.name))
             .or_insert((pod, vec![]));
         t.extend(pod_labels(pod));
-        'found: for (ct, init) in containers(pod) {
-            for cp in &ct.ports {
-                if cp.container_port == port.port {
-                    t.insert(format!("{PREFIX}pod_container_name"), ct.name.clone());
-                    t.insert(format!("{PREFIX}pod_container_image"), ct.image.clone());
-                    t.insert(format!("{PREFIX}pod_container_port_name"), cp.name.clone());
-                    t.insert(
-                        format!("{PREFIX}pod_container_port_number"),
-                        port.port.to_string(),
-                    );
-                    t.insert(
-                        format!("{PREFIX}pod_container_port_protocol"),
-                        port.protocol.clone(),
-                    );
-                    t.insert(format!("{PREFIX}pod_container_init"), init.to_string());
-                    break 'found;
-                }
+        // the last container exposing the port wins, as in Prometheus
+        for (ct, init) in containers(pod) {
+            if let Some(cp) = ct.ports.iter().find(|cp| cp.container_port == port.port) {
+                t.insert(format!("{PREFIX}pod_container_name"), ct.name.clone());
+                t.insert(format!("{PREFIX}pod_container_image"), ct.image.clone());
+                t.insert(format!("{PREFIX}pod_container_port_name"), cp.name.clone());
+                t.insert(
+                    format!("{PREFIX}pod_container_port_number"),
+                    port.port.to_string(),
+                );
+                t.insert(
+                    format!("{PREFIX}pod_container_port_protocol"),
+                    port.protocol.clone(),
+                );
+                t.insert(format!("{PREFIX}pod_container_init"), init.to_string());
             }
         }
         entry.1.push(port.port);

@@ -8,14 +8,34 @@ use std::collections::BTreeMap;
 use super::endpoints::{extra_pod_targets, resolve_pod};
 use super::pod::{containers, pod_labels};
 use super::service::service_labels;
-use super::types::{EndpointSlice, Pod, SliceEndpoint, SlicePort};
+use super::types::{EndpointSlice, Pod, Service, SliceEndpoint, SlicePort};
 use super::{
     add_namespace_labels, add_node_labels, add_object_meta, join_host_port, sanitize,
     KubernetesSdConfig, Stores, PREFIX,
 };
 use crate::discovery::{LabelSet, TargetGroup, ADDRESS_LABEL};
 
-fn build(c: &KubernetesSdConfig, s: &Stores, eps: &EndpointSlice) -> TargetGroup {
+/// The label naming a slice's service.
+pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+
+/// Whether the slice is the secondary IP family's slice of a dual-stack service (its targets
+/// would repeat the primary slice's): Prometheus sends its group without targets.
+fn non_primary_ip_family(svc: Option<&Service>, eps: &EndpointSlice) -> bool {
+    let Some(svc) = svc else {
+        return false;
+    };
+    matches!(
+        svc.spec.ip_family_policy.as_deref(),
+        Some("PreferDualStack" | "RequireDualStack")
+    ) && svc
+        .spec
+        .ip_families
+        .first()
+        .is_some_and(|f| *f != eps.address_type)
+}
+
+/// The group of one object.
+pub(crate) fn build(c: &KubernetesSdConfig, s: &Stores, eps: &EndpointSlice) -> TargetGroup {
     let m = &eps.metadata;
     let mut g = TargetGroup {
         source: format!("endpointslice/{}/{}", m.namespace, m.name),
@@ -28,15 +48,18 @@ fn build(c: &KubernetesSdConfig, s: &Stores, eps: &EndpointSlice) -> TargetGroup
         eps.address_type.clone(),
     );
     add_object_meta(&mut g.labels, m, "endpointslice");
-    if let Some(svc) = m
+    let svc = m
         .labels
-        .get("kubernetes.io/service-name")
-        .and_then(|n| s.services.get(&format!("{}/{n}", m.namespace)))
-    {
+        .get(SERVICE_NAME_LABEL)
+        .and_then(|n| s.services.get(&format!("{}/{n}", m.namespace)));
+    if let Some(svc) = svc {
         g.labels.extend(service_labels(svc));
     }
     if c.attach_metadata.namespace {
         add_namespace_labels(&mut g.labels, s, &m.namespace);
+    }
+    if non_primary_ip_family(svc, eps) {
+        return g;
     }
     let mut seen: BTreeMap<String, (&Pod, Vec<i32>)> = BTreeMap::new();
     let mut add = |addr: &str, ep: &SliceEndpoint, port: &SlicePort| {
@@ -91,7 +114,7 @@ fn build(c: &KubernetesSdConfig, s: &Stores, eps: &EndpointSlice) -> TargetGroup
                 None => add_node_labels(&mut t, s, ep.node_name.as_deref()),
             }
         }
-        let Some(pod) = resolve_pod(s, ep.target_ref.as_ref()) else {
+        let Some(pod) = resolve_pod(s, &m.namespace, ep.target_ref.as_ref()) else {
             g.targets.push(t);
             return;
         };
@@ -100,20 +123,18 @@ fn build(c: &KubernetesSdConfig, s: &Stores, eps: &EndpointSlice) -> TargetGroup
             .or_insert((pod, vec![]));
         t.extend(pod_labels(pod));
         if let Some(pp) = port.port {
-            'found: for (ct, init) in containers(pod) {
-                for cp in &ct.ports {
-                    if cp.container_port == pp {
-                        t.insert(format!("{PREFIX}pod_container_name"), ct.name.clone());
-                        t.insert(format!("{PREFIX}pod_container_image"), ct.image.clone());
-                        t.insert(format!("{PREFIX}pod_container_port_name"), cp.name.clone());
-                        t.insert(format!("{PREFIX}pod_container_port_number"), pp.to_string());
-                        t.insert(
-                            format!("{PREFIX}pod_container_port_protocol"),
-                            cp.protocol.clone(),
-                        );
-                        t.insert(format!("{PREFIX}pod_container_init"), init.to_string());
-                        break 'found;
-                    }
+            // the last container exposing the port wins, as in Prometheus
+            for (ct, init) in containers(pod) {
+                if let Some(cp) = ct.ports.iter().find(|cp| cp.container_port == pp) {
+                    t.insert(format!("{PREFIX}pod_container_name"), ct.name.clone());
+                    t.insert(format!("{PREFIX}pod_container_image"), ct.image.clone());
+                    t.insert(format!("{PREFIX}pod_container_port_name"), cp.name.clone());
+                    t.insert(format!("{PREFIX}pod_container_port_number"), pp.to_string());
+                    t.insert(
+                        format!("{PREFIX}pod_container_port_protocol"),
+                        cp.protocol.clone(),
+                    );
+                    t.insert(format!("{PREFIX}pod_container_init"), init.to_string());
                 }
             }
             entry.1.push(pp);

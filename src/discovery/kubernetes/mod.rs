@@ -6,10 +6,12 @@
 //! (`KUBERNETES_SERVICE_HOST`/`_PORT`, the service account's token and CA under
 //! `/var/run/secrets/kubernetes.io/serviceaccount`). Each kind a role needs is listed and
 //! watched ([`watch`]) in every namespace asked for, with the role's selectors; once every
-//! kind has been listed, the role's target groups are rebuilt from the stores after each
-//! change, one group per object with the `__meta_kubernetes_*` labels Prometheus gives it
-//! (one file per role). Objects that go away take their targets with them.
+//! kind has been listed, the role's target groups are built from the stores, one group per
+//! object with the `__meta_kubernetes_*` labels Prometheus gives it (one file per role);
+//! after that each change re-builds only the groups it touches ([`discoverer`]). Objects
+//! that go away take their targets with them.
 
+pub mod discoverer;
 pub mod endpoints;
 pub mod endpointslice;
 pub mod node;
@@ -18,7 +20,7 @@ pub mod service;
 pub mod types;
 pub mod watch;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -28,8 +30,9 @@ use serde::{Deserialize, Deserializer};
 use super::client::{with_http_config, HttpClientConfig};
 use super::{LabelSet, TargetGroup, Updater};
 use crate::config::http::{Secret, TlsConfig};
+use discoverer::{Discoverer, Emit, WatchState};
 use types::{EndpointSlice, Endpoints, Namespace, Node, Object, ObjectMeta, Pod, Service};
-use watch::{reflect, Event, Resource};
+use watch::{reflect, Resource};
 
 /// Where a pod's service account files are.
 pub const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
@@ -429,8 +432,9 @@ pub struct Stores {
     pub nodes: BTreeMap<String, Node>,
     /// Namespaces by name.
     pub namespaces: BTreeMap<String, Namespace>,
-    /// Watches that have not listed yet (per kind and namespace).
-    unsynced: usize,
+    /// Whether a pod resolves only for objects of its own namespace (Prometheus runs one
+    /// discoverer per namespace when namespaces are named).
+    pub pods_per_namespace: bool,
 }
 
 /// `strutil.SanitizeLabelName`: every character outside `[a-zA-Z0-9_]` becomes `_`.
@@ -510,35 +514,108 @@ pub fn build(c: &KubernetesSdConfig, s: &Stores) -> Vec<TargetGroup> {
     }
 }
 
-/// The kinds a role needs: (API path below a namespace or the cluster, selector role,
-/// cluster-wide).
-fn kinds(c: &KubernetesSdConfig) -> Vec<(&'static str, Role, bool)> {
-    let pods = ("/api/v1/{ns}pods", Role::Pod, false);
-    let services = ("/api/v1/{ns}services", Role::Service, false);
-    let nodes = ("/api/v1/nodes", Role::Node, true);
-    let mut v = match c.role {
+/// The group of the role's object stored under `key` (`namespace/name`, or the name of a
+/// node), as it is now: a group with no targets when it went away.
+pub fn build_one(c: &KubernetesSdConfig, s: &Stores, key: &str) -> TargetGroup {
+    let (prefix, g) = match c.role {
+        Role::Pod => ("pod", s.pods.get(key).map(|p| pod::build_pod(c, s, p))),
+        Role::Service => ("svc", s.services.get(key).map(|v| service::build(c, s, v))),
+        Role::Endpoints => (
+            "endpoints",
+            s.endpoints.get(key).map(|e| endpoints::build(c, s, e)),
+        ),
+        Role::EndpointSlice => (
+            "endpointslice",
+            s.slices.get(key).map(|e| endpointslice::build(c, s, e)),
+        ),
+        Role::Node => ("node", s.nodes.get(key).and_then(node::build)),
+        Role::Ingress => ("ingress", None),
+    };
+    g.unwrap_or_else(|| TargetGroup {
+        source: format!("{prefix}/{key}"),
+        ..Default::default()
+    })
+}
+
+/// The kinds of object discovery watches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Pods.
+    Pod,
+    /// Services.
+    Service,
+    /// Endpoints.
+    Endpoints,
+    /// EndpointSlices.
+    EndpointSlice,
+    /// Nodes.
+    Node,
+    /// Namespaces (`attach_metadata: {namespace: true}`).
+    Namespace,
+}
+
+/// One list + watch: the API path and the kind it returns.
+#[derive(Debug, Clone)]
+pub struct WatchSpec {
+    /// Below the server's URL (`/api/v1/namespaces/ns/pods`).
+    pub path: String,
+    /// What it returns.
+    pub kind: Kind,
+}
+
+/// The namespaces an entry watches (none: all), `own` being the one inferdb runs in.
+pub fn namespaces_of(c: &KubernetesSdConfig, own: Option<String>) -> Result<Vec<String>, String> {
+    let mut namespaces: Vec<String> = c.namespaces.names.clone();
+    if c.namespaces.own_namespace {
+        namespaces.push(own.ok_or_else(|| {
+            "own_namespace: the service account's namespace file is unreadable".to_string()
+        })?);
+    }
+    Ok(namespaces)
+}
+
+/// The watches a role needs: its own kind and those its groups read, in every namespace of
+/// `namespaces` (cluster-wide when empty; nodes and namespaces always).
+pub fn watch_specs(c: &KubernetesSdConfig, namespaces: &[String]) -> Vec<WatchSpec> {
+    let pods = ("/api/v1/{ns}pods", Kind::Pod);
+    let services = ("/api/v1/{ns}services", Kind::Service);
+    let mut kinds = match c.role {
         Role::Pod => vec![pods],
         Role::Service => vec![services],
-        Role::Endpoints => vec![
-            ("/api/v1/{ns}endpoints", Role::Endpoints, false),
-            services,
-            pods,
-        ],
+        Role::Endpoints => vec![("/api/v1/{ns}endpoints", Kind::Endpoints), services, pods],
         Role::EndpointSlice => vec![
             (
                 "/apis/discovery.k8s.io/v1/{ns}endpointslices",
-                Role::EndpointSlice,
-                false,
+                Kind::EndpointSlice,
             ),
             services,
             pods,
         ],
-        Role::Node => vec![nodes],
+        Role::Node => vec![("/api/v1/nodes", Kind::Node)],
         Role::Ingress => vec![],
     };
     if c.attach_metadata.node && matches!(c.role, Role::Pod | Role::Endpoints | Role::EndpointSlice)
     {
-        v.push(nodes);
+        kinds.push(("/api/v1/nodes", Kind::Node));
+    }
+    if c.attach_metadata.namespace {
+        kinds.push(("/api/v1/namespaces", Kind::Namespace));
+    }
+    let mut v = vec![];
+    for (path, kind) in kinds {
+        if !path.contains("{ns}") || namespaces.is_empty() {
+            v.push(WatchSpec {
+                path: path.replace("{ns}", ""),
+                kind,
+            });
+        } else {
+            for ns in namespaces {
+                v.push(WatchSpec {
+                    path: path.replace("{ns}", &format!("namespaces/{ns}/")),
+                    kind,
+                });
+            }
+        }
     }
     v
 }
@@ -563,100 +640,60 @@ pub(crate) fn start_with(
                 return;
             }
         };
+        let namespaces = match namespaces_of(&c, own_ns) {
+            Ok(n) => n,
+            Err(e) => {
+                up.error(e);
+                return;
+            }
+        };
         let api = Arc::new(api);
-        let mut namespaces: Vec<String> = c.namespaces.names.clone();
-        if c.namespaces.own_namespace {
-            match own_ns {
-                Some(ns) => namespaces.push(ns),
-                None => {
-                    up.error(
-                        "own_namespace: the service account's namespace file is unreadable".into(),
-                    );
-                    return;
-                }
-            }
-        }
-        let c = Arc::new(c);
-        let stores = Arc::new(Mutex::new(Stores::default()));
+        let watches = watch_specs(&c, &namespaces);
+        let selectors: Vec<_> = watches
+            .iter()
+            .map(|w| match w.kind {
+                Kind::Pod => c.selector(Role::Pod),
+                Kind::Service => c.selector(Role::Service),
+                Kind::Endpoints => c.selector(Role::Endpoints),
+                Kind::EndpointSlice => c.selector(Role::EndpointSlice),
+                Kind::Node => c.selector(Role::Node),
+                Kind::Namespace => (None, None),
+            })
+            .collect();
+        let d = Arc::new(Mutex::new(Discoverer::new(c, watches.len())));
         let mut tasks = tokio::task::JoinSet::new();
-        let mut watches: Vec<(String, Role)> = vec![];
-        for (path, role, cluster) in kinds(&c) {
-            if cluster || namespaces.is_empty() {
-                watches.push((path.replace("{ns}", ""), role));
-            } else {
-                for ns in &namespaces {
-                    watches.push((path.replace("{ns}", &format!("namespaces/{ns}/")), role));
-                }
-            }
-        }
-        if c.attach_metadata.namespace {
-            watches.push(("/api/v1/namespaces".into(), Role::Ingress));
-        }
-        stores.lock().unsynced = watches.len();
-        for (path, role) in watches {
-            let (label_selector, field_selector) = if role == Role::Ingress {
-                (None, None)
-            } else {
-                c.selector(role)
-            };
+        for (w, (label_selector, field_selector)) in watches.into_iter().zip(selectors) {
             let res = Resource {
-                path,
+                path: w.path,
                 label_selector,
                 field_selector,
             };
-            let (st, cf, upd, api) = (stores.clone(), c.clone(), up.clone(), api.clone());
+            let (d, upd, api) = (d.clone(), up.clone(), api.clone());
             let e_up = up.clone();
             let err = move |e: String| e_up.error(e);
-            // each watch (a kind in a namespace) knows which objects of the store are its own
+            // each watch keeps the keys of the objects it put in the stores
             macro_rules! go {
-                ($t:ty, $field:ident) => {{
-                    let mut mine: BTreeSet<String> = BTreeSet::new();
-                    let mut synced = false;
+                ($t:ty) => {{
+                    let mut state = WatchState::default();
                     tasks.spawn(reflect::<$t>(
                         api,
                         res,
-                        move |evs| {
-                            let mut s = st.lock();
-                            for e in evs {
-                                match e {
-                                    Event::Reset(items) => {
-                                        for k in std::mem::take(&mut mine) {
-                                            s.$field.remove(&k);
-                                        }
-                                        for o in items {
-                                            mine.insert(o.key());
-                                            s.$field.insert(o.key(), o);
-                                        }
-                                    }
-                                    Event::Apply(o) => {
-                                        mine.insert(o.key());
-                                        s.$field.insert(o.key(), o);
-                                    }
-                                    Event::Delete(o) => {
-                                        mine.remove(&o.key());
-                                        s.$field.remove(&o.key());
-                                    }
-                                }
-                            }
-                            if !synced {
-                                synced = true;
-                                s.unsynced -= 1;
-                            }
-                            if s.unsynced == 0 {
-                                upd.replace(build(&cf, &s));
-                            }
+                        move |evs| match d.lock().apply(&mut state, evs) {
+                            Emit::Nothing => {}
+                            Emit::All(gs) => upd.replace(gs),
+                            Emit::Changed(gs) => upd.update(gs),
                         },
                         err,
                     ));
                 }};
             }
-            match role {
-                Role::Pod => go!(Pod, pods),
-                Role::Service => go!(Service, services),
-                Role::Endpoints => go!(Endpoints, endpoints),
-                Role::EndpointSlice => go!(EndpointSlice, slices),
-                Role::Node => go!(Node, nodes),
-                Role::Ingress => go!(Namespace, namespaces),
+            match w.kind {
+                Kind::Pod => go!(Pod),
+                Kind::Service => go!(Service),
+                Kind::Endpoints => go!(Endpoints),
+                Kind::EndpointSlice => go!(EndpointSlice),
+                Kind::Node => go!(Node),
+                Kind::Namespace => go!(Namespace),
             }
         }
         while tasks.join_next().await.is_some() {}
@@ -692,5 +729,7 @@ pub(crate) fn fuzz_decode(data: &[u8]) -> usize {
     ok
 }
 
+#[cfg(test)]
+mod prometheus_tests;
 #[cfg(test)]
 mod tests;

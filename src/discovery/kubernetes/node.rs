@@ -8,7 +8,8 @@ use super::types::Node;
 use super::{add_object_meta, join_host_port, sanitize, KubernetesSdConfig, Stores, PREFIX};
 use crate::discovery::{LabelSet, TargetGroup, ADDRESS_LABEL};
 
-fn build(n: &Node) -> Option<TargetGroup> {
+/// The group of one node (none without an address).
+pub(crate) fn build(n: &Node) -> Option<TargetGroup> {
     let mut labels = LabelSet::new();
     labels.insert(
         format!("{PREFIX}node_provider_id"),

@@ -31,7 +31,8 @@ fn load_balancer_ips(svc: &Service) -> String {
     }
 }
 
-fn build(c: &KubernetesSdConfig, s: &Stores, svc: &Service) -> TargetGroup {
+/// The group of one object.
+pub(crate) fn build(c: &KubernetesSdConfig, s: &Stores, svc: &Service) -> TargetGroup {
     let m = &svc.metadata;
     let mut g = TargetGroup {
         source: format!("svc/{}/{}", m.namespace, m.name),

@@ -121,6 +121,8 @@ pub struct ServiceSpec {
     pub external_name: String,
     #[serde(rename = "loadBalancerIP")]
     pub load_balancer_ip: String,
+    pub ip_family_policy: Option<String>,
+    pub ip_families: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
