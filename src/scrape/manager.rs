@@ -17,8 +17,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::target::{
-    dedup_targets, targets_from_group, Auth, MetricMetadata, ScrapeLoop, ScrapeOptions, Target,
-    TargetState,
+    targets_from_group, Auth, MetricMetadata, ScrapeLoop, ScrapeOptions, Target, TargetState,
 };
 use crate::config::{Config, ScrapeConfig};
 use crate::discovery::{self, TargetGroup};
@@ -36,7 +35,10 @@ pub struct TargetInfo {
 }
 
 struct Running {
+    /// The target as the targets API shows it; `source` is where it came from, so that a
+    /// target whose discovered labels changed (its labels did not) shows the new ones.
     target: Target,
+    source: Arc<Target>,
     state: Arc<Mutex<TargetState>>,
     stop: watch::Sender<StopReason>,
     handle: JoinHandle<()>,
@@ -74,11 +76,16 @@ struct JobTargets {
     config: String,
     /// By provider (static groups first) and source: the group and what it gave.
     groups: HashMap<(usize, String), GroupTargets>,
+    /// The job's HTTP client, made once per configuration.
+    client: Option<reqwest::Client>,
 }
+
+/// Targets with their keys ([`Target::key`]).
+type KeyedTargets = Vec<(Arc<str>, Arc<Target>)>;
 
 struct GroupTargets {
     group: Arc<TargetGroup>,
-    targets: Vec<Target>,
+    targets: KeyedTargets,
     dropped: Vec<LabelMap>,
 }
 
@@ -90,11 +97,12 @@ impl JobTargets {
         cfg: &Config,
         sc: &ScrapeConfig,
         providers: Vec<Vec<Arc<TargetGroup>>>,
-    ) -> (Vec<Target>, Vec<LabelMap>) {
+    ) -> (KeyedTargets, Vec<LabelMap>) {
         let config = format!("{sc:?}{:?}", cfg.global);
         if config != self.config {
             self.config = config;
             self.groups.clear();
+            self.client = None;
         }
         let mut next = HashMap::with_capacity(self.groups.len());
         let (mut targets, mut dropped) = (vec![], vec![]);
@@ -107,7 +115,10 @@ impl JobTargets {
                         let (targets, dropped) = targets_from_group(cfg, sc, &g);
                         GroupTargets {
                             group: g,
-                            targets,
+                            targets: targets
+                                .into_iter()
+                                .map(|t| (Arc::from(t.key()), Arc::new(t)))
+                                .collect(),
                             dropped,
                         }
                     }
@@ -118,8 +129,20 @@ impl JobTargets {
             }
         }
         self.groups = next;
-        dedup_targets(&mut targets);
+        // Prometheus drops duplicate targets of a job
+        let mut seen = std::collections::HashSet::new();
+        targets.retain(|(k, _): &(Arc<str>, Arc<Target>)| seen.insert(k.clone()));
         (targets, dropped)
+    }
+
+    /// The job's HTTP client (made on first use after a configuration change).
+    fn client(&mut self, sc: &ScrapeConfig) -> Result<reqwest::Client, String> {
+        if let Some(c) = &self.client {
+            return Ok(c.clone());
+        }
+        let c = super::target::build_client(sc)?;
+        self.client = Some(c.clone());
+        Ok(c)
     }
 }
 
@@ -140,8 +163,9 @@ impl ScrapeManager {
     /// unchanged targets go on untouched (no data lost on reload). Must run inside a tokio
     /// runtime. Returns the number of targets.
     pub fn apply_config(&self, cfg: &Config) -> usize {
-        let mut wanted: HashMap<String, (Target, ScrapeOptions, reqwest::Client, Auth)> =
-            HashMap::new();
+        // by loop key: the target and its job's settings (index into `jobs`)
+        let mut wanted: HashMap<String, (Arc<Target>, usize)> = HashMap::new();
+        let mut jobs: Vec<(ScrapeOptions, reqwest::Client, Auth)> = vec![];
         self.discovery.apply(cfg);
         let mut errors = self.discovery.errors();
         let mut dropped_all = BTreeMap::new();
@@ -149,10 +173,8 @@ impl ScrapeManager {
         relabelled.retain(|job, _| cfg.scrape_configs.iter().any(|sc| &sc.job_name == job));
         for sc in &cfg.scrape_configs {
             let groups = self.discovery.groups(sc);
-            let (targets, mut dropped) = relabelled
-                .entry(sc.job_name.clone())
-                .or_default()
-                .update(cfg, sc, groups);
+            let job = relabelled.entry(sc.job_name.clone()).or_default();
+            let (targets, mut dropped) = job.update(cfg, sc, groups);
             let n = dropped.len();
             let keep = sc.keep_dropped_targets.unwrap_or(0) as usize;
             if keep > 0 {
@@ -162,7 +184,7 @@ impl ScrapeManager {
             if targets.is_empty() {
                 continue;
             }
-            let client = match super::target::build_client(sc) {
+            let client = match job.client(sc) {
                 Ok(c) => c,
                 Err(e) => {
                     errors.push(format!("job {}: {e}", sc.job_name));
@@ -177,11 +199,13 @@ impl ScrapeManager {
                 }
             };
             let opts = ScrapeOptions::from_config(cfg, sc);
-            for t in targets {
-                // options are part of the identity: a changed job restarts its loops
-                let key = format!("{}|{:?}", t.key(), (t.interval, t.timeout, &opts));
-                wanted.insert(key, (t, opts.clone(), client.clone(), auth.clone()));
+            // options are part of the identity: a changed job restarts its loops
+            let opts_key = format!("{opts:?}");
+            for (key, t) in targets {
+                let key = format!("{key}|{:?}|{:?}|{opts_key}", t.interval, t.timeout);
+                wanted.insert(key, (t, jobs.len()));
             }
+            jobs.push((opts, client, auth));
         }
         drop(relabelled);
         for e in &errors {
@@ -200,11 +224,24 @@ impl ScrapeManager {
                 let _ = r.stop.send(StopReason::Removed);
             }
         }
-        for (k, (t, opts, client, auth)) in wanted {
-            if running.contains_key(&k) {
+        for (k, (source, job)) in wanted {
+            if let Some(r) = running.get_mut(&k) {
+                // as Prometheus' scrape pool: the loop goes on, the discovered labels follow
+                if !Arc::ptr_eq(&r.source, &source) {
+                    r.target.discovered_labels = source.discovered_labels.clone();
+                    r.source = source;
+                }
                 continue;
             }
-            let lp = ScrapeLoop::new(t.clone(), opts, client, auth, self.sink.clone());
+            let (opts, client, auth) = &jobs[job];
+            let t = Target::clone(&source);
+            let lp = ScrapeLoop::new(
+                t.clone(),
+                opts.clone(),
+                client.clone(),
+                auth.clone(),
+                self.sink.clone(),
+            );
             let state = lp.state();
             let (tx, rx) = watch::channel(StopReason::Running);
             let handle = tokio::spawn(run_loop(lp, rx));
@@ -212,6 +249,7 @@ impl ScrapeManager {
                 k,
                 Running {
                     target: t,
+                    source,
                     state,
                     stop: tx,
                     handle,

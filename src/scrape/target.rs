@@ -141,7 +141,7 @@ pub fn targets_from_groups(
 }
 
 /// Drops the targets of a job that repeat an earlier one, as Prometheus does.
-pub fn dedup_targets(targets: &mut Vec<Target>) {
+fn dedup_targets(targets: &mut Vec<Target>) {
     let mut seen = std::collections::HashSet::new();
     targets.retain(|t| seen.insert(t.key()));
 }
