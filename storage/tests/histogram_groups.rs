@@ -251,3 +251,31 @@ fn scraped_histogram_is_grouped() {
     assert_eq!(members as u64, db.blocks()[0].num_chunks);
     assert_eq!(read_all(&db), want);
 }
+
+/// A staleness marker in one row (the target went down) leaves the rows around it grouped:
+/// only that row is written member by member.
+#[test]
+fn a_stale_row_splits_the_group() {
+    let d = tempfile::tempdir().unwrap();
+    let db = Db::open(d.path(), opts()).unwrap();
+    let q = Quirks {
+        les: vec![0, 2, 5],
+        count: true,
+        rows: 80,
+        added_at: None,
+        missing: None,
+        special: None,
+        reset: None,
+    };
+    let mut series = histogram("h", "x", &q, 5);
+    for (_, ss) in series.iter_mut() {
+        ss[40].v = inferdb_storage::stale_nan();
+    }
+    let want = expected(&series);
+    db.backfill(series).unwrap();
+    assert_eq!(read_all(&db), want);
+    let members = check_blocks(&db);
+    let chunks: u64 = db.blocks().iter().map(|m| m.num_chunks).sum();
+    // 4 members: rows 0..40 and 41..80 grouped, row 40 in 4 chunks of one sample
+    assert_eq!((members, chunks), (8, 12));
+}

@@ -22,11 +22,14 @@ use crate::labels::Labels;
 use crate::matcher::Matcher;
 use crate::tombstones::{Tombstones, TOMBSTONES_FILE};
 
-use crate::chunk::{self as chunk_api, ChunkMeta, ChunkWriter};
+use crate::chunk::{self as chunk_api, ChunkMeta, ChunkWriter, MAX_SAMPLES_PER_CHUNK};
 
 /// Rows in a histogram group chunk: twice an ordinary chunk's samples, as the group shares
 /// its timestamps and column headers among its members (an hour of 15 s scrapes).
 pub const GROUP_ROWS: usize = 240;
+
+/// Chunk bytes of one histogram's series a [`BlockWriter`] holds before grouping them.
+const MAX_PENDING_BYTES: usize = 64 << 20;
 
 mod histogram;
 
@@ -136,6 +139,8 @@ pub struct BlockWriter {
     /// another name arrives, then written as histogram groups (see [`histogram`]).
     pending: Vec<(Labels, Vec<Vec<u8>>)>,
     pending_name: String,
+    /// Chunk bytes held in `pending`.
+    pending_bytes: usize,
     /// Whether classic histograms are stored as groups.
     group_histograms: bool,
 }
@@ -156,6 +161,7 @@ impl BlockWriter {
             series: Vec::new(),
             pending: Vec::new(),
             pending_name: String::new(),
+            pending_bytes: 0,
             group_histograms: true,
         })
     }
@@ -205,9 +211,15 @@ impl BlockWriter {
             let c = c.get(..n).ok_or_else(|| {
                 Error::corrupt("chunk", "", 0, "encoded length exceeds the buffer")
             })?;
+            self.pending_bytes += c.len();
             owned.push(c.to_vec());
         }
         self.pending.push((labels, owned));
+        if self.pending_bytes > MAX_PENDING_BYTES {
+            // a histogram with very many series: groups from what is held (a group's members
+            // still to come form groups of their own)
+            self.flush_pending()?;
+        }
         Ok(())
     }
 
@@ -256,6 +268,7 @@ impl BlockWriter {
     /// as chunks of each member's own), everything else series by series.
     fn flush_pending(&mut self) -> Result<()> {
         let pending = std::mem::take(&mut self.pending);
+        self.pending_bytes = 0;
         if pending.is_empty() {
             return Ok(());
         }
@@ -301,9 +314,21 @@ impl BlockWriter {
         }
         let n = members.len();
         let mut out: Vec<Vec<(ChunkMeta, u64)>> = vec![Vec::new(); n];
+        // rows holding a value no group can code (a staleness marker when a target went
+        // down, NaN) are written member by member; the runs between them as groups
+        let groupable = |r: usize| cols.iter().all(|c| chunk_api::groupable(c.1[r]));
         let mut start = 0;
         while start < ts.len() {
-            let end = (start + GROUP_ROWS).min(ts.len());
+            let good = groupable(start);
+            let mut end = start + 1;
+            let cap = if good {
+                GROUP_ROWS
+            } else {
+                MAX_SAMPLES_PER_CHUNK
+            };
+            while end < ts.len() && end - start < cap && groupable(end) == good {
+                end += 1;
+            }
             let rows = &ts[start..end];
             let vals: Vec<&[f64]> = cols.iter().map(|c| &c.1[start..end]).collect();
             let meta = ChunkMeta {
@@ -311,7 +336,7 @@ impl BlockWriter {
                 max_time: rows[rows.len() - 1],
                 num_samples: rows.len() as u16,
             };
-            match chunk_api::encode_group(rows, &vals) {
+            match good.then(|| chunk_api::encode_group(rows, &vals)).flatten() {
                 Some(bytes) => {
                     let r = self.chunks.append(&bytes)?;
                     for (j, o) in out.iter_mut().enumerate() {

@@ -46,6 +46,13 @@ pub const MAX_GROUP_MEMBERS: usize = 128;
 /// Largest magnitude of a grouped value: differences of two such values are exact in f64.
 const MAX_GROUPED: f64 = (1u64 << 52) as f64;
 
+/// Whether a group can hold the value `v`: a whole number of at most 2^52 (not `-0.0`, NaN,
+/// a staleness marker or an infinity).
+#[inline]
+pub fn groupable(v: f64) -> bool {
+    v.abs() <= MAX_GROUPED && v.fract() == 0.0 && v.to_bits() != (-0.0f64).to_bits()
+}
+
 /// Whether `bytes` start with a group member's marker (rather than an ordinary chunk).
 #[inline]
 pub(super) fn is_member(bytes: &[u8]) -> bool {
@@ -423,9 +430,7 @@ pub fn encode_group(ts: &[i64], members: &[&[f64]]) -> Option<Vec<u8>> {
     {
         return None;
     }
-    let whole =
-        |v: f64| v.abs() <= MAX_GROUPED && v.fract() == 0.0 && v.to_bits() != (-0.0f64).to_bits();
-    if !members.iter().all(|m| m.iter().all(|&v| whole(v))) {
+    if !members.iter().all(|m| m.iter().all(|&v| groupable(v))) {
         return None;
     }
     let mut base = ChunkWriter::new();
