@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use inferdb_query::ast::ValueType;
+use inferdb_query::value::Annotations;
 use inferdb_query::{Engine, EngineOptions, QueryError, Value};
 use inferdb_storage::{Db, Labels, MatchOp, Matcher};
 
@@ -83,41 +84,31 @@ impl DbBackend {
         } else {
             (start + (until - start) / step * step).min(end)
         };
-        let (cached, from) = match cache.lookup(&key, start, end) {
+        let (cached, mut annos, from) = match cache.lookup(&key, start, end) {
             Some(c) if c.last >= end => {
                 return Ok(QueryOutput {
                     value: QueryValue::Matrix(c.series),
-                    warnings: Vec::new(),
-                    infos: Vec::new(),
+                    warnings: c.annos.warnings(query),
+                    infos: c.annos.infos(query),
                 })
             }
-            Some(c) => (Some(c.series), c.last + step),
-            None => (None, start),
+            Some(c) => (Some(c.series), c.annos, c.last + step),
+            None => (None, Annotations::new(), start),
         };
-        let out = self.run_expr(&expr, query, from, end, step, opts)?;
-        let QueryOutput {
-            value,
-            warnings,
-            infos,
-        } = out;
-        let QueryValue::Matrix(fresh) = value else {
-            return Ok(QueryOutput {
-                value,
-                warnings,
-                infos,
-            });
+        let (out, fresh_annos) = self.run_raw(&expr, query, from, end, step, opts)?;
+        let QueryValue::Matrix(fresh) = out.value else {
+            return Ok(out);
         };
         let series = match cached {
             Some(c) => result_cache::merge(c, fresh),
             None => fresh,
         };
-        if warnings.is_empty() && infos.is_empty() {
-            cache.store(key, start, keep_last, &series);
-        }
+        annos.merge(fresh_annos);
+        cache.store(key, (start, keep_last, end), &series, &annos);
         Ok(QueryOutput {
             value: QueryValue::Matrix(series),
-            warnings,
-            infos,
+            warnings: annos.warnings(query),
+            infos: annos.infos(query),
         })
     }
 
@@ -160,16 +151,33 @@ impl DbBackend {
         step: i64,
         opts: &QueryOptions,
     ) -> Result<QueryOutput, ApiError> {
+        self.run_raw(expr, query, start, end, step, opts)
+            .map(|(out, _)| out)
+    }
+
+    /// [`DbBackend::run_expr`] with the engine's annotations as they are before formatting.
+    fn run_raw(
+        &self,
+        expr: &inferdb_query::ast::Expr,
+        query: &str,
+        start: i64,
+        end: i64,
+        step: i64,
+        opts: &QueryOptions,
+    ) -> Result<(QueryOutput, Annotations), ApiError> {
         let res = self
             .engine(opts)
             .run(&*self.db, expr, query, start, end, step, Some(&opts.cancel))
             .map_err(map_query_error)?;
         crate::metrics::observe_query_timings(&res.timings);
-        Ok(QueryOutput {
-            value: convert_value(res.value),
-            warnings: res.warnings,
-            infos: res.infos,
-        })
+        Ok((
+            QueryOutput {
+                value: convert_value(res.value),
+                warnings: res.warnings,
+                infos: res.infos,
+            },
+            res.annotations,
+        ))
     }
 }
 

@@ -15,7 +15,13 @@
 //!   every lookup;
 //! - leaving out queries whose value at a step depends on more than that step: `@`,
 //!   negative offsets, `start()`/`end()`/`range()`, duration expressions;
-//! - leaving out answers with warnings or infos (they are not kept per step).
+//! - keeping an answer's warnings and infos only where they are known to belong to the
+//!   steps kept: all of them when the whole range is kept, otherwise only when every one is
+//!   histogram_quantile's monotonicity info (it carries the first and last step it happened
+//!   at) and none happened after the last step kept; a later request that starts after the
+//!   entry's first step uses the entry only when its annotations are such infos that all
+//!   happened from that start on. The cached steps' annotations are merged with those of the
+//!   steps evaluated, as the engine merges them over steps.
 //!
 //! Memory is bounded by bytes (labels and 16 bytes a point, estimated): the least recently
 //! used entries go first. Hits, misses, bytes and entries are in `/metrics`.
@@ -27,6 +33,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use inferdb_query::ast::{Duration, Expr, ExprKind};
+use inferdb_query::value::Annotations;
 use inferdb_storage::Labels;
 
 use super::MatrixSeries;
@@ -66,6 +73,8 @@ struct Entry {
     first: i64,
     last: i64,
     series: Vec<MatrixSeries>,
+    /// The annotations of the steps `[first, last]`.
+    annos: Annotations,
     bytes: usize,
     tick: u64,
 }
@@ -102,6 +111,18 @@ pub struct Cached {
     pub series: Vec<MatrixSeries>,
     /// The last step of the request the cache covers.
     pub last: i64,
+    /// The annotations of the cached steps.
+    pub annos: Annotations,
+}
+
+/// Whether every annotation is histogram_quantile's monotonicity info and all of them
+/// happened within `[from, to]`.
+fn only_monotonicity_within(annos: &Annotations, from: i64, to: i64) -> bool {
+    annos.iter().all(|a| {
+        a.monotonicity
+            .as_ref()
+            .is_some_and(|m| m.min_ts >= from && m.max_ts <= to)
+    })
 }
 
 fn series_bytes(s: &MatrixSeries) -> usize {
@@ -147,12 +168,18 @@ impl ResultCache {
 
     /// The cached part of the request `[start, end]` of `key`: the steps from `start` on
     /// that the cache holds (a prefix of the request), or `None` (a miss) when it holds
-    /// none, or not the request's first step.
+    /// none, not the request's first step, or annotations it cannot tell belong to the
+    /// steps from `start` on.
     pub fn lookup(&self, key: &Key, start: i64, end: i64) -> Option<Cached> {
         let mut g = self.inner.lock();
         let inner = &mut *g;
         let found = match inner.map.get_mut(key) {
-            Some(e) if e.first <= start && start <= e.last => {
+            Some(e)
+                if e.first <= start
+                    && start <= e.last
+                    && ((e.first == start && e.last <= end)
+                        || only_monotonicity_within(&e.annos, start, e.last.min(end))) =>
+            {
                 inner.tick += 1;
                 inner.lru.remove(&e.tick);
                 e.tick = inner.tick;
@@ -169,7 +196,11 @@ impl ResultCache {
                         })
                     })
                     .collect();
-                Some(Cached { series, last })
+                Some(Cached {
+                    series,
+                    last,
+                    annos: e.annos.clone(),
+                })
             }
             _ => None,
         };
@@ -189,12 +220,21 @@ impl ResultCache {
         found
     }
 
-    /// Keeps the steps `[first, last]` of `series` (a whole answer over a range starting at
-    /// `first`, in the engine's order) for `key`, replacing what was kept before. Nothing is
-    /// kept when `last < first` or the entry alone would take more than a quarter of the
-    /// capacity.
-    pub fn store(&self, key: Key, first: i64, last: i64, series: &[MatrixSeries]) {
+    /// Keeps the steps `[first, last]` of `series` (a whole answer over `[first, end]`, in
+    /// the engine's order, with its annotations) for `key`, replacing what was kept before.
+    /// Nothing is kept when `last < first`, when the annotations may belong to steps after
+    /// `last`, or when the entry alone would take more than a quarter of the capacity.
+    pub fn store(
+        &self,
+        key: Key,
+        (first, last, end): (i64, i64, i64),
+        series: &[MatrixSeries],
+        annos: &Annotations,
+    ) {
         if last < first || self.capacity == 0 {
+            return;
+        }
+        if last < end && !only_monotonicity_within(annos, first, last) {
             return;
         }
         let kept: Vec<MatrixSeries> = series
@@ -236,6 +276,7 @@ impl ResultCache {
                 first,
                 last,
                 series: kept,
+                annos: annos.clone(),
                 bytes,
                 tick,
             },
@@ -262,6 +303,10 @@ impl ResultCache {
             }
             let last = e.last.min(t - 1);
             let last = last - (last - e.first).rem_euclid(k.step.max(1));
+            if !only_monotonicity_within(&e.annos, e.first, last) {
+                gone.push(k.clone());
+                continue;
+            }
             e.last = last;
             let mut bytes = ENTRY_OVERHEAD + k.query.len();
             e.series.retain_mut(|s| {
