@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use inferdb_query::ast::ValueType;
+use inferdb_query::ast::{Expr, ValueType};
 use inferdb_query::value::Annotations;
 use inferdb_query::{Engine, EngineOptions, QueryError, Value};
 use inferdb_storage::{Db, Labels, MatchOp, Matcher};
@@ -19,7 +19,16 @@ pub struct DbBackend {
     db: Arc<Db>,
     engine_opts: EngineOptions,
     cache: Option<Arc<ResultCache>>,
+    /// Parsed queries by text: each request parses its query twice (type check, then
+    /// evaluation) and dashboards send the same texts again and again; parsing compiles the
+    /// regex matchers, which is most of a small query's fixed cost.
+    parsed: parking_lot::Mutex<std::collections::HashMap<String, Arc<Expr>>>,
 }
+
+/// The most parsed queries [`DbBackend`] keeps (all are dropped when full).
+const MAX_PARSED: usize = 1024;
+/// Queries longer than this are not kept parsed.
+const MAX_PARSED_QUERY_BYTES: usize = 16 << 10;
 
 impl DbBackend {
     /// A backend over `db`; per-request limits are applied on top of `engine_opts`.
@@ -28,7 +37,24 @@ impl DbBackend {
             db,
             engine_opts,
             cache: None,
+            parsed: Default::default(),
         }
+    }
+
+    /// `query` parsed (from the memo of recent queries when it is there).
+    fn parse(&self, query: &str) -> Result<Arc<Expr>, inferdb_query::parser::ParseError> {
+        if let Some(e) = self.parsed.lock().get(query) {
+            return Ok(e.clone());
+        }
+        let e = Arc::new(inferdb_query::parser::parse(query)?);
+        if query.len() <= MAX_PARSED_QUERY_BYTES {
+            let mut m = self.parsed.lock();
+            if m.len() >= MAX_PARSED {
+                m.clear();
+            }
+            m.insert(query.to_string(), e.clone());
+        }
+        Ok(e)
     }
 
     /// Keeps range-query results in `cache` (see [`ResultCache`]); a cache of size 0 is the
@@ -64,8 +90,9 @@ impl DbBackend {
         opts: &QueryOptions,
     ) -> Result<QueryOutput, ApiError> {
         cache.invalidate_from(self.db.take_oldest_write());
-        let expr =
-            inferdb_query::parser::parse(query).map_err(|e| ApiError::invalid_param("query", e))?;
+        let expr = self
+            .parse(query)
+            .map_err(|e| ApiError::invalid_param("query", e))?;
         if !result_cache::cacheable(&expr) {
             return self.run_expr(&expr, query, start, end, step, opts);
         }
@@ -137,8 +164,9 @@ impl DbBackend {
         step: i64,
         opts: &QueryOptions,
     ) -> Result<QueryOutput, ApiError> {
-        let expr =
-            inferdb_query::parser::parse(query).map_err(|e| ApiError::invalid_param("query", e))?;
+        let expr = self
+            .parse(query)
+            .map_err(|e| ApiError::invalid_param("query", e))?;
         self.run_expr(&expr, query, start, end, step, opts)
     }
 
@@ -236,7 +264,7 @@ fn storage_err(e: inferdb_storage::Error) -> ApiError {
 
 impl ApiBackend for DbBackend {
     fn check_query(&self, query: &str) -> Result<ExprType, String> {
-        let e = inferdb_query::parser::parse(query).map_err(|e| e.to_string())?;
+        let e = self.parse(query).map_err(|e| e.to_string())?;
         Ok(match e.value_type() {
             ValueType::Scalar => ExprType::Scalar,
             ValueType::String => ExprType::String,

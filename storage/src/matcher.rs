@@ -59,6 +59,9 @@ impl Matcher {
     ) -> Result<Self, Error> {
         let value = value.into();
         let re = match op {
+            // matches every value: nothing to compile (dashboards' "All" sends it in every
+            // selector of every query)
+            MatchOp::RegexMatch | MatchOp::RegexNoMatch if value == ".*" => None,
             MatchOp::RegexMatch | MatchOp::RegexNoMatch => Some(
                 crate::re2::compile_anchored(&value)
                     .map_err(|e| Error::InvalidRegex(e.to_string()))?,
@@ -88,8 +91,14 @@ impl Matcher {
         match self.op {
             MatchOp::Equal => self.value == value,
             MatchOp::NotEqual => self.value != value,
-            MatchOp::RegexMatch => self.re.as_ref().is_some_and(|r| r.is_match(value)),
-            MatchOp::RegexNoMatch => !self.re.as_ref().is_some_and(|r| r.is_match(value)),
+            MatchOp::RegexMatch => match &self.re {
+                Some(r) => r.is_match(value),
+                None => self.value == ".*",
+            },
+            MatchOp::RegexNoMatch => match &self.re {
+                Some(r) => !r.is_match(value),
+                None => self.value != ".*",
+            },
         }
     }
 
@@ -122,6 +131,16 @@ impl fmt::Display for Matcher {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn match_all_needs_no_regex() {
+        let all = Matcher::new(MatchOp::RegexMatch, "job", ".*").unwrap();
+        let none = Matcher::new(MatchOp::RegexNoMatch, "job", ".*").unwrap();
+        for v in ["", "vllm", "a\nb", "é"] {
+            assert!(all.matches(v) && !none.matches(v), "{v:?}");
+        }
+        assert!(all.is_match_all() && !none.is_match_all());
+    }
 
     #[test]
     fn regex_is_anchored() {
