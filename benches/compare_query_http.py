@@ -397,6 +397,23 @@ def main():
             if rows:
                 log(f"  {phase:<8} {kind:<8} {len(rows):>7} " + " ".join(
                     f"{geomean([r[n] / r['prom'] for r in rows]):>12.3f}" for n in names[1:]))
+    # the same as a Markdown table (for BENCHMARKS.md): per query, inferdb/Prometheus and
+    # VictoriaMetrics/Prometheus for each kind and phase
+    cols = [(p, k) for p in summary for k in KINDS if any(kk == k for (_, kk) in summary[p])]
+    log("\n| query | " + " | ".join(f"{k} {p}" for p, k in cols) + " |")
+    log("|---|" + "---:|" * len(cols))
+    for qname, _ in queries:
+        cells = []
+        for p, k in cols:
+            v = summary[p].get((qname, k))
+            if not v:
+                cells.append("")
+                continue
+            cell = f"{v['inferdb'] / v['prom']:.2f}"
+            if "vm" in v:
+                cell += f" ({v['vm'] / v['prom']:.2f})"
+            cells.append(cell)
+        log(f"| `{qname}` | " + " | ".join(cells) + " |")
     if "first" in summary:
         log("\nper-request fixed cost (vector(1), first phase, median ms):")
         for kind in KINDS:
