@@ -1,5 +1,5 @@
-//! Prometheus' own cases for the `endpoints` and `endpointslice` roles
-//! (`discovery/kubernetes/endpoints_test.go` and `endpointslice_test.go` at the commit of
+//! Prometheus' own cases for the `endpoints`, `endpointslice`, `node` and `service` roles
+//! (`discovery/kubernetes/{endpoints,endpointslice,node,service}_test.go` at the commit of
 //! `../shared/promqltest`, 3.14.0): the same objects, written as the API's JSON, are listed
 //! by the watches the role opens (only those of the namespaces it watches), then the
 //! changes after start arrive as watch events; the groups sent, merged by source as
@@ -1149,5 +1149,301 @@ fn a_pod_change_without_a_phase_change_is_not_seen_by_endpoints() {
                 "__meta_kubernetes_endpoint_address_target_name": "testpod",
                 "__meta_kubernetes_pod_phase": "Running"}))],
             "labels": {"__meta_kubernetes_endpoints_name": "e", "__meta_kubernetes_namespace": "default"}}}),
+    });
+}
+
+// ---- node_test.go (TestNodeDiscoveryBeforeStart is `tests::node_as_prometheus`) ----
+
+/// `makeNode(name, "1.2.3.4", provider, labels, {}, conditions)`.
+fn node(name: &str, provider: &str, labels: Value, conditions: Value) -> Value {
+    json!({"kind": "Node", "metadata": {"name": name, "labels": labels},
+        "spec": {"providerID": provider},
+        "status": {"addresses": [{"type": "InternalIP", "address": "1.2.3.4"}],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}}, "conditions": conditions}})
+}
+
+fn node_group(name: &str, labels: Value) -> Value {
+    json!({"targets": [{"__address__": "1.2.3.4:10250", "instance": name,
+        "__meta_kubernetes_node_address_InternalIP": "1.2.3.4"}], "labels": labels})
+}
+
+#[test]
+fn node_discovery_add() {
+    run(Case {
+        config: "{role: node}",
+        before: vec![],
+        after: vec![(
+            "ADDED",
+            node("test1", "aws:///de-west-3a/i-1", json!({}), json!([])),
+        )],
+        want: json!({"node/test1": node_group("test1", json!({"__meta_kubernetes_node_name": "test1",
+            "__meta_kubernetes_node_provider_id": "aws:///de-west-3a/i-1"}))}),
+    });
+}
+
+#[test]
+fn node_discovery_delete() {
+    let n = node("test0", "aws:///de-west-3a/i-0", json!({}), json!([]));
+    run(Case {
+        config: "{role: node}",
+        before: vec![n.clone()],
+        after: vec![("DELETED", n)],
+        want: json!({"node/test0": {}}),
+    });
+}
+
+#[test]
+fn node_discovery_update() {
+    run(Case {
+        config: "{role: node}",
+        before: vec![],
+        after: vec![
+            (
+                "ADDED",
+                node("test0", "aws:///de-west-3a/i-0", json!({}), json!([])),
+            ),
+            (
+                "MODIFIED",
+                node(
+                    "test0",
+                    "aws:///fr-south-1c/i-49508290343823952",
+                    json!({"Unschedulable": "true"}),
+                    json!([]),
+                ),
+            ),
+        ],
+        want: json!({"node/test0": node_group("test0", json!({
+            "__meta_kubernetes_node_label_Unschedulable": "true",
+            "__meta_kubernetes_node_labelpresent_Unschedulable": "true",
+            "__meta_kubernetes_node_name": "test0",
+            "__meta_kubernetes_node_provider_id": "aws:///fr-south-1c/i-49508290343823952"}))}),
+    });
+}
+
+#[test]
+fn node_discovery_conditions() {
+    for (conditions, extra) in [
+        (
+            json!([{"type": "Ready", "status": "True"}]),
+            json!({"__meta_kubernetes_node_condition_ready": "true"}),
+        ),
+        (
+            json!([{"type": "Ready", "status": "False"}]),
+            json!({"__meta_kubernetes_node_condition_ready": "false"}),
+        ),
+        (
+            json!([{"type": "Ready", "status": "Unknown"}]),
+            json!({"__meta_kubernetes_node_condition_ready": "unknown"}),
+        ),
+        (json!([]), json!({})),
+        (
+            json!([{"type": "MemoryPressure", "status": "False"}, {"type": "Ready", "status": "True"},
+                {"type": "DiskPressure", "status": "False"}]),
+            json!({"__meta_kubernetes_node_condition_memorypressure": "false",
+                "__meta_kubernetes_node_condition_ready": "true",
+                "__meta_kubernetes_node_condition_diskpressure": "false"}),
+        ),
+    ] {
+        run(Case {
+            config: "{role: node}",
+            before: vec![node(
+                "test",
+                "aws:///test-zone/i-test",
+                json!({}),
+                conditions,
+            )],
+            after: vec![],
+            want: json!({"node/test": node_group("test", with(json!({"__meta_kubernetes_node_name": "test",
+                "__meta_kubernetes_node_provider_id": "aws:///test-zone/i-test"}), extra))}),
+        });
+    }
+}
+
+// ---- service_test.go ----
+
+/// `makeService(ns)`.
+fn make_service(ns: &str) -> Value {
+    json!({"kind": "Service", "metadata": {"name": "testservice", "namespace": ns},
+        "spec": {"ports": [{"name": "testport", "protocol": "TCP", "port": 30900}], "type": "ClusterIP", "clusterIP": "10.0.0.1"}})
+}
+
+fn make_service_group(ns: &str, labels: Value) -> Value {
+    json!({"targets": [{"__address__": format!("testservice.{ns}.svc:30900"),
+            "__meta_kubernetes_service_port_protocol": "TCP", "__meta_kubernetes_service_type": "ClusterIP",
+            "__meta_kubernetes_service_cluster_ip": "10.0.0.1", "__meta_kubernetes_service_port_name": "testport",
+            "__meta_kubernetes_service_port_number": "30900"}],
+        "labels": with(json!({"__meta_kubernetes_service_name": "testservice", "__meta_kubernetes_namespace": ns}), labels)})
+}
+
+/// The four services of `TestServiceDiscoveryAdd` (`tests::service_as_prometheus` checks
+/// the first alone).
+#[test]
+fn service_discovery_add() {
+    let port =
+        |name: &str, port: i64| json!({"ports": [{"name": name, "protocol": "TCP", "port": port}]});
+    let one = |svc: &str, t: Value| {
+        json!({"targets": [with(json!({"__address__": format!("{svc}.default.svc:31900"),
+                "__meta_kubernetes_service_port_protocol": "TCP", "__meta_kubernetes_service_port_name": "testport",
+                "__meta_kubernetes_service_port_number": "31900"}), t)],
+            "labels": {"__meta_kubernetes_service_name": svc, "__meta_kubernetes_namespace": "default"}})
+    };
+    run(Case {
+        config: "{role: service}",
+        before: vec![],
+        after: vec![
+            ("ADDED", make_service("default")),
+            (
+                "ADDED",
+                json!({"kind": "Service", "metadata": {"name": "testservice-external", "namespace": "default"},
+                "spec": with(port("testport", 31900), json!({"type": "ExternalName", "externalName": "FooExternalName"}))}),
+            ),
+            (
+                "ADDED",
+                json!({"kind": "Service", "metadata": {"name": "testservice-loadbalancer", "namespace": "default"},
+                "spec": with(port("testport", 31900), json!({"type": "LoadBalancer", "loadBalancerIP": "127.0.0.1", "clusterIP": "10.0.0.1"}))}),
+            ),
+            (
+                "ADDED",
+                json!({"kind": "Service", "metadata": {"name": "testservice-lb-ingress", "namespace": "default"},
+                "spec": with(port("testport", 31900), json!({"type": "LoadBalancer", "clusterIP": "10.0.0.1"})),
+                "status": {"loadBalancer": {"ingress": [{"ip": "192.168.1.15"}, {"ip": "2001:db8::1"}]}}}),
+            ),
+        ],
+        want: json!({
+            "svc/default/testservice": make_service_group("default", json!({})),
+            "svc/default/testservice-external": one("testservice-external", json!({
+                "__meta_kubernetes_service_type": "ExternalName", "__meta_kubernetes_service_external_name": "FooExternalName"})),
+            "svc/default/testservice-loadbalancer": one("testservice-loadbalancer", json!({
+                "__meta_kubernetes_service_type": "LoadBalancer", "__meta_kubernetes_service_cluster_ip": "10.0.0.1",
+                "__meta_kubernetes_service_loadbalancer_ip": "127.0.0.1"})),
+            "svc/default/testservice-lb-ingress": one("testservice-lb-ingress", json!({
+                "__meta_kubernetes_service_type": "LoadBalancer", "__meta_kubernetes_service_cluster_ip": "10.0.0.1",
+                "__meta_kubernetes_service_loadbalancer_ip": "192.168.1.15,2001:db8::1"})),
+        }),
+    });
+}
+
+#[test]
+fn service_discovery_delete() {
+    run(Case {
+        config: "{role: service}",
+        before: vec![make_service("default")],
+        after: vec![("DELETED", make_service("default"))],
+        want: json!({"svc/default/testservice": {}}),
+    });
+}
+
+#[test]
+fn service_discovery_update() {
+    run(Case {
+        config: "{role: service}",
+        before: vec![make_service("default")],
+        after: vec![(
+            "MODIFIED",
+            json!({"kind": "Service",
+            "metadata": {"name": "testservice", "namespace": "default",
+                "labels": {"test-label": "testvalue"}, "annotations": {"test-annotation": "testannotationvalue"}},
+            "spec": {"ports": [{"name": "testport0", "protocol": "TCP", "port": 30900}, {"name": "testport1", "protocol": "UDP", "port": 30901}],
+                "type": "ClusterIP", "clusterIP": "10.0.0.1"}}),
+        )],
+        want: json!({"svc/default/testservice": {
+            "targets": [
+                {"__meta_kubernetes_service_port_protocol": "TCP", "__address__": "testservice.default.svc:30900",
+                 "__meta_kubernetes_service_type": "ClusterIP", "__meta_kubernetes_service_cluster_ip": "10.0.0.1",
+                 "__meta_kubernetes_service_port_name": "testport0", "__meta_kubernetes_service_port_number": "30900"},
+                {"__meta_kubernetes_service_port_protocol": "UDP", "__address__": "testservice.default.svc:30901",
+                 "__meta_kubernetes_service_type": "ClusterIP", "__meta_kubernetes_service_cluster_ip": "10.0.0.1",
+                 "__meta_kubernetes_service_port_name": "testport1", "__meta_kubernetes_service_port_number": "30901"}],
+            "labels": {"__meta_kubernetes_service_name": "testservice", "__meta_kubernetes_namespace": "default",
+                "__meta_kubernetes_service_label_test_label": "testvalue",
+                "__meta_kubernetes_service_labelpresent_test_label": "true",
+                "__meta_kubernetes_service_annotation_test_annotation": "testannotationvalue",
+                "__meta_kubernetes_service_annotationpresent_test_annotation": "true"}}}),
+    });
+}
+
+/// `TestServiceDiscoveryNamespaces`, `...OwnNamespace` and `...AllNamespaces`: services
+/// created after start in the namespaces given.
+#[test]
+fn service_discovery_namespaces() {
+    for (config, created, seen) in [
+        (
+            "{role: service, namespaces: {names: [ns1, ns2]}}",
+            &["ns1", "ns2"][..],
+            &["ns1", "ns2"][..],
+        ),
+        (
+            "{role: service, namespaces: {own_namespace: true}}",
+            &["own-ns", "non-own-ns"],
+            &["own-ns"],
+        ),
+        (
+            "{role: service}",
+            &["own-ns", "non-own-ns"],
+            &["own-ns", "non-own-ns"],
+        ),
+    ] {
+        let want: serde_json::Map<String, Value> = seen
+            .iter()
+            .map(|ns| {
+                (
+                    format!("svc/{ns}/testservice"),
+                    make_service_group(ns, json!({})),
+                )
+            })
+            .collect();
+        run(Case {
+            config,
+            before: vec![],
+            after: created
+                .iter()
+                .map(|ns| ("ADDED", make_service(ns)))
+                .collect(),
+            want: Value::Object(want),
+        });
+    }
+}
+
+#[test]
+fn service_discovery_with_namespace_metadata() {
+    run(Case {
+        config: "{role: service, attach_metadata: {namespace: true}}",
+        before: vec![
+            make_namespace(
+                "test-ns",
+                json!({"environment": "production", "team": "backend"}),
+                json!({"owner": "platform", "version": "v1.2.3"}),
+            ),
+            make_service("test-ns"),
+        ],
+        after: vec![],
+        want: json!({"svc/test-ns/testservice": make_service_group("test-ns", namespace_labels_json(
+            &[("environment", "production"), ("team", "backend")], &[("owner", "platform"), ("version", "v1.2.3")]))}),
+    });
+}
+
+#[test]
+fn service_discovery_with_updated_namespace_metadata() {
+    run(Case {
+        config: "{role: service, attach_metadata: {namespace: true}}",
+        before: vec![
+            make_namespace(
+                "test-ns",
+                json!({"environment": "development", "team": "frontend"}),
+                json!({"owner": "devops", "version": "v2.1.0"}),
+            ),
+            make_service("test-ns"),
+        ],
+        after: vec![(
+            "MODIFIED",
+            make_namespace(
+                "test-ns",
+                json!({"environment": "staging", "team": "frontend", "region": "us-west"}),
+                json!({"owner": "sre", "version": "v2.1.0", "cost-center": "engineering"}),
+            ),
+        )],
+        want: json!({"svc/test-ns/testservice": make_service_group("test-ns", namespace_labels_json(
+            &[("environment", "staging"), ("team", "frontend"), ("region", "us-west")],
+            &[("owner", "sre"), ("version", "v2.1.0"), ("cost-center", "engineering")]))}),
     });
 }
