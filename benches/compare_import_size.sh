@@ -48,7 +48,7 @@ if [ "${VM:-0}" = 1 ]; then
 	for _ in $(seq 100); do curl -sf "http://127.0.0.1:$PORT/health" >/dev/null && break; sleep 0.2; done
 	# OpenMetrics seconds with 3 decimals -> Prometheus text milliseconds
 	grep -v '^#' "$OM" | sed -E 's/ ([0-9]+)\.([0-9]{3})$/ \1\2/' |
-		curl -sf --data-binary @- -H 'Content-Type: text/plain' "http://127.0.0.1:$PORT/api/v1/import/prometheus"
+		curl -sf -X POST -T - -H 'Content-Type: text/plain' "http://127.0.0.1:$PORT/api/v1/import/prometheus"
 	curl -sf "http://127.0.0.1:$PORT/internal/force_flush" >/dev/null
 	sleep 60
 	curl -sf "http://127.0.0.1:$PORT/internal/force_flush" >/dev/null

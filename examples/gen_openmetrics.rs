@@ -1,5 +1,5 @@
 //! Writes an OpenMetrics file of simulated vLLM servers with timestamps, for the import and
-//! export benchmarks (`benches/export.sh`, `benches/compare_import_promtool.sh`) and the
+//! export benchmarks (`benches/export.sh`, `benches/compare_import_size.sh`) and the
 //! differential test of imported history against Prometheus (`tests/cli_import_differential.rs`,
 //! which includes this file as a module and calls [`generate`]).
 //!

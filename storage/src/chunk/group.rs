@@ -295,7 +295,7 @@ struct Recent {
 }
 
 /// Bytes of decoded groups one thread keeps.
-const RECENT_BYTES: usize = 4 << 20;
+const RECENT_BYTES: usize = 2 << 20;
 
 thread_local! {
     static RECENT: std::cell::RefCell<Recent> = const {
