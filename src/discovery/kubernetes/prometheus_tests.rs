@@ -1,5 +1,5 @@
-//! Prometheus' own cases for the `endpoints`, `endpointslice`, `node` and `service` roles
-//! (`discovery/kubernetes/{endpoints,endpointslice,node,service}_test.go` at the commit of
+//! Prometheus' own cases for the `endpoints`, `endpointslice`, `node`, `service` and `pod` roles
+//! (`discovery/kubernetes/{endpoints,endpointslice,node,service,pod}_test.go` at the commit of
 //! `../shared/promqltest`, 3.14.0): the same objects, written as the API's JSON, are listed
 //! by the watches the role opens (only those of the namespaces it watches), then the
 //! changes after start arrive as watch events; the groups sent, merged by source as
@@ -1445,5 +1445,172 @@ fn service_discovery_with_updated_namespace_metadata() {
         want: json!({"svc/test-ns/testservice": make_service_group("test-ns", namespace_labels_json(
             &[("environment", "staging"), ("team", "frontend"), ("region", "us-west")],
             &[("owner", "sre"), ("version", "v2.1.0"), ("cost-center", "engineering")]))}),
+    });
+}
+
+// ---- pod_test.go (TestPodDiscoveryBeforeRun is `tests::multi_port_pod_as_prometheus`; the
+// deployment, job and cronjob cases need `attach_metadata` inferdb refuses; the node-selector
+// case needs the API server's label selection) ----
+
+/// `makePods(ns)`.
+fn make_pod(ns: &str) -> Value {
+    json!({"kind": "Pod", "metadata": {"name": "testpod", "namespace": ns, "uid": "abc123"},
+        "spec": {"nodeName": "testnode", "containers": [{"name": "testcontainer", "image": "testcontainer:latest",
+            "ports": [{"name": "testport", "protocol": "TCP", "containerPort": 9000}]}]},
+        "status": {"podIP": "1.2.3.4", "hostIP": "2.3.4.5", "phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "containerStatuses": [{"name": "testcontainer", "containerID": "docker://a1b2c3d4e5f6"}]}})
+}
+
+/// `expectedPodTargetGroups(ns)` with `labels` added to the group's.
+fn make_pod_group(ns: &str, labels: Value) -> Value {
+    json!({"targets": [{"__address__": "1.2.3.4:9000", "__meta_kubernetes_pod_container_name": "testcontainer",
+            "__meta_kubernetes_pod_container_image": "testcontainer:latest",
+            "__meta_kubernetes_pod_container_port_name": "testport", "__meta_kubernetes_pod_container_port_number": "9000",
+            "__meta_kubernetes_pod_container_port_protocol": "TCP", "__meta_kubernetes_pod_container_init": "false",
+            "__meta_kubernetes_pod_container_id": "docker://a1b2c3d4e5f6"}],
+        "labels": with(json!({"__meta_kubernetes_pod_name": "testpod", "__meta_kubernetes_namespace": ns,
+            "__meta_kubernetes_pod_node_name": "testnode", "__meta_kubernetes_pod_ip": "1.2.3.4",
+            "__meta_kubernetes_pod_host_ip": "2.3.4.5", "__meta_kubernetes_pod_ready": "true",
+            "__meta_kubernetes_pod_phase": "Running", "__meta_kubernetes_pod_uid": "abc123"}), labels)})
+}
+
+#[test]
+fn pod_discovery_init_container() {
+    let mut p = make_pod("default");
+    p["spec"]["initContainers"] =
+        json!([{"name": "initcontainer", "image": "initcontainer:latest"}]);
+    p["status"]["phase"] = json!("Pending");
+    p["status"]["conditions"] = json!([{"type": "Ready", "status": "False"}]);
+    p["status"]["initContainerStatuses"] =
+        json!([{"name": "initcontainer", "containerID": "containerd://6f5e4d3c2b1a"}]);
+    let mut want = make_pod_group(
+        "default",
+        json!({"__meta_kubernetes_pod_phase": "Pending", "__meta_kubernetes_pod_ready": "false"}),
+    );
+    want["targets"].as_array_mut().unwrap().push(json!({"__address__": "1.2.3.4",
+        "__meta_kubernetes_pod_container_name": "initcontainer", "__meta_kubernetes_pod_container_image": "initcontainer:latest",
+        "__meta_kubernetes_pod_container_init": "true", "__meta_kubernetes_pod_container_id": "containerd://6f5e4d3c2b1a"}));
+    run(Case {
+        config: "{role: pod}",
+        before: vec![p],
+        after: vec![],
+        want: json!({"pod/default/testpod": want}),
+    });
+}
+
+#[test]
+fn pod_discovery_add_delete_update() {
+    run(Case {
+        config: "{role: pod}",
+        before: vec![],
+        after: vec![("ADDED", make_pod("default"))],
+        want: json!({"pod/default/testpod": make_pod_group("default", json!({}))}),
+    });
+    run(Case {
+        config: "{role: pod}",
+        before: vec![make_pod("default")],
+        after: vec![("DELETED", make_pod("default"))],
+        want: json!({"pod/default/testpod": {}}),
+    });
+    let mut old = make_pod("default");
+    old["metadata"]["uid"] = json!("xyz321");
+    old["status"] = json!({"podIP": "1.2.3.4", "hostIP": "2.3.4.5"});
+    run(Case {
+        config: "{role: pod}",
+        before: vec![old],
+        after: vec![("MODIFIED", make_pod("default"))],
+        want: json!({"pod/default/testpod": make_pod_group("default", json!({}))}),
+    });
+    // TestPodDiscoveryUpdateEmptyPodIP
+    let mut no_ip = make_pod("default");
+    no_ip["status"]["podIP"] = json!("");
+    run(Case {
+        config: "{role: pod}",
+        before: vec![make_pod("default")],
+        after: vec![("MODIFIED", no_ip)],
+        want: json!({"pod/default/testpod": {}}),
+    });
+}
+
+#[test]
+fn pod_discovery_namespaces() {
+    run(Case {
+        config: "{role: pod, namespaces: {names: [ns1, ns2]}}",
+        before: vec![make_pod("ns1"), make_pod("ns2")],
+        after: vec![],
+        want: json!({"pod/ns1/testpod": make_pod_group("ns1", json!({})),
+            "pod/ns2/testpod": make_pod_group("ns2", json!({}))}),
+    });
+    run(Case {
+        config: "{role: pod, namespaces: {own_namespace: true}}",
+        before: vec![make_pod("own-ns"), make_pod("non-own-ns")],
+        after: vec![],
+        want: json!({"pod/own-ns/testpod": make_pod_group("own-ns", json!({}))}),
+    });
+}
+
+#[test]
+fn pod_discovery_with_node_metadata() {
+    let node_meta = |l: &str, v: &str| {
+        json!({"__meta_kubernetes_node_name": "testnode",
+            format!("__meta_kubernetes_node_label_{l}"): v, format!("__meta_kubernetes_node_labelpresent_{l}"): "true"})
+    };
+    let node = |l: &str, v: &str| json!({"kind": "Node", "metadata": {"name": "testnode", "labels": {l: v}}});
+    run(Case {
+        config: "{role: pod, attach_metadata: {node: true}}",
+        before: vec![],
+        after: vec![("ADDED", node("l1", "v1")), ("ADDED", make_pod("default"))],
+        want: json!({"pod/default/testpod": make_pod_group("default", node_meta("l1", "v1"))}),
+    });
+    // TestPodDiscoveryWithNodeMetadataUpdateNode: the node's change reaches its pods
+    run(Case {
+        config: "{role: pod, attach_metadata: {node: true}}",
+        before: vec![node("l1", "v1")],
+        after: vec![
+            ("ADDED", make_pod("default")),
+            ("MODIFIED", node("l2", "v2")),
+        ],
+        want: json!({"pod/default/testpod": make_pod_group("default", node_meta("l2", "v2"))}),
+    });
+}
+
+#[test]
+fn pod_discovery_with_namespace_metadata() {
+    run(Case {
+        config: "{role: pod, attach_metadata: {namespace: true}}",
+        before: vec![
+            make_namespace(
+                "test-ns",
+                json!({"app": "web", "tier": "frontend"}),
+                json!({"maintainer": "devops", "build": "v3.4.5"}),
+            ),
+            make_pod("test-ns"),
+        ],
+        after: vec![],
+        want: json!({"pod/test-ns/testpod": make_pod_group("test-ns", namespace_labels_json(
+            &[("app", "web"), ("tier", "frontend")], &[("maintainer", "devops"), ("build", "v3.4.5")]))}),
+    });
+    run(Case {
+        config: "{role: pod, attach_metadata: {namespace: true}}",
+        before: vec![
+            make_namespace(
+                "test-ns",
+                json!({"app": "api", "tier": "backend"}),
+                json!({"maintainer": "platform", "build": "v4.5.6"}),
+            ),
+            make_pod("test-ns"),
+        ],
+        after: vec![(
+            "MODIFIED",
+            make_namespace(
+                "test-ns",
+                json!({"app": "service", "tier": "backend", "zone": "us-east"}),
+                json!({"maintainer": "sre", "build": "v4.5.6", "deployment": "canary"}),
+            ),
+        )],
+        want: json!({"pod/test-ns/testpod": make_pod_group("test-ns", namespace_labels_json(
+            &[("app", "service"), ("tier", "backend"), ("zone", "us-east")],
+            &[("maintainer", "sre"), ("build", "v4.5.6"), ("deployment", "canary")]))}),
     });
 }
