@@ -145,6 +145,19 @@ impl FakeApi {
         self.event(kind, obj);
     }
 
+    /// Sends a `BOOKMARK` at the current resource version to the open pod watches (all
+    /// of which asked for bookmarks); returns that version.
+    fn bookmark(&self) -> u64 {
+        let mut c = self.0.lock().unwrap();
+        let rv = c.rv;
+        let line = json!({"type": "BOOKMARK", "object": {"kind": "Pod", "apiVersion": "v1",
+            "metadata": {"resourceVersion": rv.to_string()}}})
+        .to_string();
+        c.watchers
+            .retain(|(p, _, w)| p != "pods" || w.send(line.clone()).is_ok());
+        rv
+    }
+
     /// Ends every open watch stream.
     fn close_watches(&self) {
         self.0.lock().unwrap().watchers.clear();
@@ -472,8 +485,26 @@ scrape_configs:
         .iter()
         .filter(|r| !r.contains("watch="))
         .count();
+    // a bookmark moves the version the watch resumes from, though no pod changed
+    api.upsert(json!({"kind": "Node", "apiVersion": "v1", "metadata": {"name": "gpu-node-1"}}));
+    let rv = api.bookmark();
     api.close_watches();
-    std::thread::sleep(Duration::from_millis(300));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !api
+        .0
+        .lock()
+        .unwrap()
+        .requests
+        .iter()
+        .any(|r| r.contains("watch=true") && r.contains(&format!("resourceVersion={rv}&")))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "no watch resumed from the bookmark's version {rv}: {:?}",
+            api.0.lock().unwrap().requests
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     api.upsert(pod("vllm-4", "10.1.0.14", "Running", "qwen-2"));
     want.insert(target("vllm-4", "10.1.0.14", "qwen-2"));
     wait_for(&client, &base, &want, "after the stream closed");
