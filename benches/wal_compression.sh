@@ -7,8 +7,9 @@
 #   prometheus (2.42's default: snappy), prometheus --no-storage.tsdb.wal-compression.
 # At the end of the D seconds (before any shutdown checkpoint) it reads each one's WAL folder
 # size (`du -sb <data>/wal`) and prometheus_tsdb_head_samples_appended_total, and prints bytes
-# per appended sample. The bytes do not depend on the build profile, so a debug binary gives
-# the same figures (CPU is measured by `db_append_perf`, see BENCHMARKS.md).
+# per appended sample, and each server's CPU seconds (user+system, /proc/<pid>/stat) over the D
+# seconds per sample appended in them. The bytes do not depend on the build profile, so a debug binary gives the same
+# bytes; the CPU column means something only for a release build.
 #
 # Run by hand (not in CI):
 #   benches/wal_compression.sh [WORKDIR]                   # default /tmp/inferdb-wal-compression
@@ -81,14 +82,30 @@ for i in 0 1 2 3 4; do
 		sleep 0.1
 	done
 done
+CLK=$(getconf CLK_TCK)
+cpu_of() { # pid -> utime+stime seconds
+	awk -v clk="$CLK" '{ sub(/^.*\) /, ""); print ($12 + $13) / clk }' "/proc/$1/stat"
+}
+appended() { # index -> prometheus_tsdb_head_samples_appended_total
+	curl -sf "http://127.0.0.1:$((BASE + $1))/metrics" |
+		awk '/^prometheus_tsdb_head_samples_appended_total/ { s += $NF } END { printf "%d", s }'
+}
+C0=()
+A0=()
+for i in 0 1 2 3 4; do
+	C0+=("$(cpu_of "${PIDS[$((i + 1))]}")")
+	A0+=("$(appended "$i")")
+done
 sleep "$DURATION"
+C1=()
+for i in 0 1 2 3 4; do C1+=("$(cpu_of "${PIDS[$((i + 1))]}")"); done
 
 echo "$SERVERS simulated vLLM servers, 1 s interval, ${DURATION} s, all five servers at once"
-printf '%-18s %12s %12s %10s\n' server wal_bytes appended B/sample
+printf '%-18s %12s %12s %10s %8s %12s\n' server wal_bytes appended B/sample cpu_s us/sample
 for i in 0 1 2 3 4; do
 	n=${NAMES[$i]}
-	app=$(curl -sf "http://127.0.0.1:$((BASE + i))/metrics" |
-		awk '/^prometheus_tsdb_head_samples_appended_total/ { s += $NF } END { printf "%d", s }')
+	app=$(appended "$i")
 	bytes=$(du -sb "$W/$n/wal" | cut -f1)
-	awk -v n="$n" -v b="$bytes" -v a="$app" 'BEGIN { printf "%-18s %12d %12d %10.3f\n", n, b, a, b / a }'
+	awk -v n="$n" -v b="$bytes" -v a="$app" -v c0="${C0[$i]}" -v c1="${C1[$i]}" -v a0="${A0[$i]}" \
+		'BEGIN { printf "%-18s %12d %12d %10.3f %8.2f %12.3f\n", n, b, a, b / a, c1 - c0, (c1 - c0) * 1e6 / (a - a0) }'
 done
