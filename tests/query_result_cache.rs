@@ -262,3 +262,53 @@ fn the_cache_stays_within_its_size() {
         .unwrap();
     assert_eq!((none.entries(), none.bytes()), (0, 0));
 }
+
+#[test]
+fn an_answer_evaluated_before_a_change_is_kept_only_up_to_it() {
+    use inferdb::api::result_cache::Key;
+    use inferdb::api::MatrixSeries;
+    use inferdb_query::value::Annotations;
+    let cache = ResultCache::new(1 << 20);
+    let series = vec![MatrixSeries {
+        labels: labels(&[("job", "a")]),
+        samples: (0..10).map(|k| (k * STEP, k as f64)).collect(),
+    }];
+    let key = Key::new("up", 0, STEP, 300_000);
+    let end = 9 * STEP;
+    // a change at step 4 while the answer was being evaluated
+    let epoch = cache.epoch();
+    cache.invalidate_from(4 * STEP - 1);
+    cache.store(
+        epoch,
+        key.clone(),
+        (0, end, end),
+        &series,
+        &Annotations::new(),
+    );
+    let got = cache
+        .lookup(&key, 0, end)
+        .expect("steps before the change kept");
+    assert_eq!(got.last, 3 * STEP);
+    assert_eq!(got.series[0].samples.len(), 4);
+    // a change before the first step: nothing kept
+    let epoch = cache.epoch();
+    cache.clear();
+    cache.store(
+        epoch,
+        key.clone(),
+        (0, end, end),
+        &series,
+        &Annotations::new(),
+    );
+    assert!(cache.lookup(&key, 0, end).is_none());
+    // no change: all kept
+    let epoch = cache.epoch();
+    cache.store(
+        epoch,
+        key.clone(),
+        (0, end, end),
+        &series,
+        &Annotations::new(),
+    );
+    assert_eq!(cache.lookup(&key, 0, end).map(|c| c.last), Some(end));
+}

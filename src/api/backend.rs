@@ -90,6 +90,7 @@ impl DbBackend {
         opts: &QueryOptions,
     ) -> Result<QueryOutput, ApiError> {
         cache.invalidate_from(self.db.take_oldest_write());
+        let epoch = cache.epoch();
         let expr = self
             .parse(query)
             .map_err(|e| ApiError::invalid_param("query", e))?;
@@ -131,7 +132,7 @@ impl DbBackend {
             None => fresh,
         };
         annos.merge(fresh_annos);
-        cache.store(key, (start, keep_last, end), &series, &annos);
+        cache.store(epoch, key, (start, keep_last, end), &series, &annos);
         Ok(QueryOutput {
             value: QueryValue::Matrix(series),
             warnings: annos.warnings(query),

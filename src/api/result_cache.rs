@@ -13,6 +13,7 @@
 //! - dropping cached steps from the oldest time any write touched (a late or backfilled
 //!   sample, a deletion, retention: [`inferdb_storage::Db::take_oldest_write`]) before
 //!   every lookup;
+//! - keeping an answer whose evaluation overlapped such a change only up to the change;
 //! - leaving out queries whose value at a step depends on more than that step: `@`,
 //!   negative offsets, `start()`/`end()`/`range()`, duration expressions;
 //! - keeping an answer's warnings and infos only where they are known to belong to the
@@ -81,11 +82,28 @@ struct Entry {
 
 #[derive(Default)]
 struct Inner {
+    /// Counts the invalidations; `recent` holds the latest ones (count, oldest time changed),
+    /// so that an answer evaluated before one is stored only up to the change.
+    epoch: u64,
+    recent: std::collections::VecDeque<(u64, i64)>,
     map: HashMap<Key, Entry>,
     /// Entries by last use, oldest first.
     lru: BTreeMap<u64, Key>,
     tick: u64,
     bytes: usize,
+}
+
+/// The invalidations remembered for answers still being evaluated.
+const RECENT_CHANGES: usize = 256;
+
+impl Inner {
+    fn note_change(&mut self, t: i64) {
+        self.epoch += 1;
+        self.recent.push_back((self.epoch, t));
+        if self.recent.len() > RECENT_CHANGES {
+            self.recent.pop_front();
+        }
+    }
 }
 
 /// Counters shown in `/metrics`.
@@ -149,6 +167,12 @@ impl ResultCache {
             inner: Mutex::new(Inner::default()),
             stats: Stats::default(),
         })
+    }
+
+    /// The invalidation count now: pass it to [`ResultCache::store`] with an answer whose
+    /// evaluation starts after this call.
+    pub fn epoch(&self) -> u64 {
+        self.inner.lock().epoch
     }
 
     /// Whether anything may be kept (a size above 0).
@@ -223,9 +247,11 @@ impl ResultCache {
     /// Keeps the steps `[first, last]` of `series` (a whole answer over `[first, end]`, in
     /// the engine's order, with its annotations) for `key`, replacing what was kept before.
     /// Nothing is kept when `last < first`, when the annotations may belong to steps after
-    /// `last`, or when the entry alone would take more than a quarter of the capacity.
+    /// `last`, when the entry alone would take more than a quarter of the capacity, or when
+    /// the cache was invalidated since `epoch` (the answer may predate the change).
     pub fn store(
         &self,
+        epoch: u64,
         key: Key,
         (first, last, end): (i64, i64, i64),
         series: &[MatrixSeries],
@@ -234,7 +260,30 @@ impl ResultCache {
         if last < first || self.capacity == 0 {
             return;
         }
-        if last < end && !only_monotonicity_within(annos, first, last) {
+        let mut g = self.inner.lock();
+        let inner = &mut *g;
+        // data changed since the evaluation began: keep only the steps before the change
+        let mut last = last;
+        if inner.epoch != epoch {
+            if inner.recent.front().is_none_or(|r| r.0 > epoch + 1) {
+                return; // what changed is forgotten
+            }
+            let changed = inner
+                .recent
+                .iter()
+                .filter(|r| r.0 > epoch)
+                .map(|r| r.1)
+                .min()
+                .unwrap_or(i64::MAX);
+            if changed <= first {
+                return;
+            }
+            if changed <= last {
+                let step = key.step.max(1);
+                last = first + (changed.saturating_sub(1) - first).div_euclid(step) * step;
+            }
+        }
+        if last < first || (last < end && !only_monotonicity_within(annos, first, last)) {
             return;
         }
         let kept: Vec<MatrixSeries> = series
@@ -248,8 +297,6 @@ impl ResultCache {
             })
             .collect();
         let bytes = ENTRY_OVERHEAD + key.query.len() + kept.iter().map(series_bytes).sum::<usize>();
-        let mut g = self.inner.lock();
-        let inner = &mut *g;
         if let Some(old) = inner.map.remove(&key) {
             inner.lru.remove(&old.tick);
             inner.bytes -= old.bytes;
@@ -290,6 +337,7 @@ impl ResultCache {
         }
         let mut g = self.inner.lock();
         let inner = &mut *g;
+        inner.note_change(t);
         let mut gone = Vec::new();
         let mut freed = 0usize;
         for (k, e) in inner.map.iter_mut() {
@@ -333,10 +381,11 @@ impl ResultCache {
         if !g.map.is_empty() {
             self.stats.invalidations.fetch_add(1, Ordering::Relaxed);
         }
-        *g = Inner {
-            tick: g.tick,
-            ..Inner::default()
-        };
+        g.note_change(i64::MIN);
+        let inner = &mut *g;
+        inner.map.clear();
+        inner.lru.clear();
+        inner.bytes = 0;
     }
 
     /// Writes the cache's metrics (text format).
