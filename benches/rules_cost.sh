@@ -1,24 +1,33 @@
 #!/usr/bin/env bash
 # Rule evaluation cost, inferdb vs Prometheus 2.42 (Debian package) on the same load: both scrape
 # the same SERVERS simulated vLLM servers (one `inferdb simulate` process, not measured) every
-# INTERVAL and evaluate the same generated rule file: RECORD recording rules (10 vLLM-style
-# expressions: token rates, prefix-cache hit ratio, TTFT / ITL / e2e quantiles, KV usage,
-# Little's law, waiting per running, preemptions) in groups of 100, and ALERTS alerting rules
-# (KV usage, preemptions, TTFT p95, queue thresholds, some firing) in groups of 100, with
-# templated annotations. The two servers run side by side, twice: with the rule file and
-# without it (same scrape load), each time WARMUP seconds to settle, then DURATION measured:
-#   cpu_s        user+system CPU seconds of the server over the DURATION (/proc/<pid>/stat)
-#   rounds       evaluation rounds in the DURATION: the increase of
-#                prometheus_rule_group_iterations_total summed over groups / number of groups
-#   cpu_ms/round (cpu_s with rules - cpu_s without) / rounds: the CPU one round of every group costs
+# SCRAPE seconds and evaluate the same generated rule file every EVAL seconds: RECORD recording
+# rules (10 vLLM-style expressions: token rates, prefix-cache hit ratio, TTFT / ITL / e2e
+# quantiles, KV usage, Little's law, waiting per running, preemptions) in groups of 100, and
+# ALERTS alerting rules (KV usage, preemptions, TTFT p95, queue thresholds, some firing) in
+# groups of 100, with templated annotations. The two servers run side by side, twice: with the
+# rule file and without it (same scrape load), each time WARMUP seconds to settle, then
+# DURATION seconds measured, the same wall window for both servers:
+#   cpu_with_s   user+system CPU seconds of the server over the window, with the rules
+#                (utime+stime of /proc/<pid>/stat, all threads)
+#   cpu_wo_s     the same without the rules
+#   added_s      cpu_with_s - cpu_wo_s: the CPU the rules add over the window
+#   rounds       evaluation rounds done in the window: the increase of
+#                prometheus_rule_evaluations_total (summed over groups) / number of rules
+#                (at most DURATION / EVAL + 1; fewer when rounds are missed)
+#   ms/round     added_s / rounds: the CPU one round of every rule costs
+#   missed       increase of prometheus_rule_group_iterations_missed_total in the window
+#                (group evaluations skipped because the previous one was still running); a
+#                server that misses rounds does less work, so compare ms/round, not added_s
 #   rss_MB       peak resident memory (VmHWM) at the end of the run with rules
-#   missed       prometheus_rule_group_iterations_missed_total at the end (rounds skipped
-#                because the previous one was still running)
+# The last line gives inferdb's added CPU and CPU per round as a multiple of Prometheus'.
 #
-# Run by hand (not in CI), on a machine as quiet as can be had (the load average is printed):
+# Run by hand (not in CI), on a machine as quiet as can be had (the load average is printed).
+# On a small machine keep EVAL long enough that neither server falls behind (missed = 0):
 #   benches/rules_cost.sh [WORKDIR]                       # default /tmp/inferdb-rules-cost
-#   SERVERS=200 RECORD=1000 ALERTS=200 INTERVAL=15 WARMUP=90 DURATION=240 benches/rules_cost.sh
+#   SERVERS=200 RECORD=1000 ALERTS=200 SCRAPE=15 EVAL=60 WARMUP=90 DURATION=240 benches/rules_cost.sh
 #   INFERDB_BIN=path/to/inferdb ...   skip the cargo build
+#   RULES_ONLY=1 ...                  write WORKDIR/rules.yml and stop (for profiling harnesses)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -26,7 +35,8 @@ W=${1:-/tmp/inferdb-rules-cost}
 SERVERS=${SERVERS:-200}
 RECORD=${RECORD:-1000}
 ALERTS=${ALERTS:-200}
-INTERVAL=${INTERVAL:-15}
+SCRAPE=${SCRAPE:-15}
+EVAL=${EVAL:-60}
 WARMUP=${WARMUP:-90}
 DURATION=${DURATION:-240}
 PORT=${PORT:-24000}
@@ -37,7 +47,7 @@ command -v prometheus >/dev/null || {
 	echo "prometheus missing: apt-get update && apt-get install -y prometheus" >&2
 	exit 1
 }
-if [ -z "${INFERDB_BIN:-}" ]; then
+if [ -z "${INFERDB_BIN:-}" ] && [ -z "${RULES_ONLY:-}" ]; then
 	(cd "$ROOT" && cargo build --release --bin inferdb)
 	INFERDB_BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release/inferdb
 fi
@@ -91,10 +101,11 @@ ALRT=(
 	done
 } >"$W/rules.yml"
 promtool check rules "$W/rules.yml" | tail -1
+if [ -n "${RULES_ONLY:-}" ]; then exit 0; fi
 
 targets=$(for ((i = 0; i < SERVERS; i++)); do printf '"127.0.0.1:%d",' $((PORT + i)); done)
 config() { # $1: with rules (1/0)
-	printf 'global:\n  scrape_interval: %ds\n  evaluation_interval: %ds\n' "$INTERVAL" "$INTERVAL"
+	printf 'global:\n  scrape_interval: %ds\n  evaluation_interval: %ds\n' "$SCRAPE" "$EVAL"
 	if [ "$1" = 1 ]; then printf 'rule_files: [%s/rules.yml]\n' "$W"; fi
 	printf 'scrape_configs:\n  - job_name: vllm\n    static_configs:\n      - targets: [%s]\n' "${targets%,}"
 }
@@ -135,25 +146,29 @@ run() { # $1: with|without
 	wait_ready "$IPORT"
 	wait_ready "$PPORT"
 	sleep "$WARMUP"
-	local ic0 pc0 ii0 pi0 ic1 pc1 ii1 pi1
+	# the counters are read just before and just after the CPU, so the three readings of a
+	# server cover the same window
+	local ie0 pe0 im0 pm0 ic0 pc0 ie1 pe1 im1 pm1 ic1 pc1
+	ie0=$(metric "$IPORT" prometheus_rule_evaluations_total)
+	pe0=$(metric "$PPORT" prometheus_rule_evaluations_total)
+	im0=$(metric "$IPORT" prometheus_rule_group_iterations_missed_total)
+	pm0=$(metric "$PPORT" prometheus_rule_group_iterations_missed_total)
 	ic0=$(cpu "$ipid")
 	pc0=$(cpu "$ppid")
-	ii0=$(metric "$IPORT" prometheus_rule_group_iterations_total)
-	pi0=$(metric "$PPORT" prometheus_rule_group_iterations_total)
 	sleep "$DURATION"
 	ic1=$(cpu "$ipid")
 	pc1=$(cpu "$ppid")
-	ii1=$(metric "$IPORT" prometheus_rule_group_iterations_total)
-	pi1=$(metric "$PPORT" prometheus_rule_group_iterations_total)
-	local ihwm phwm imiss pmiss
+	ie1=$(metric "$IPORT" prometheus_rule_evaluations_total)
+	pe1=$(metric "$PPORT" prometheus_rule_evaluations_total)
+	im1=$(metric "$IPORT" prometheus_rule_group_iterations_missed_total)
+	pm1=$(metric "$PPORT" prometheus_rule_group_iterations_missed_total)
+	local ihwm phwm
 	ihwm=$(awk '/VmHWM/ {print $2}' "/proc/$ipid/status")
 	phwm=$(awk '/VmHWM/ {print $2}' "/proc/$ppid/status")
-	imiss=$(metric "$IPORT" prometheus_rule_group_iterations_missed_total)
-	pmiss=$(metric "$PPORT" prometheus_rule_group_iterations_missed_total)
 	kill "$ipid" "$ppid"
 	wait "$ipid" "$ppid" 2>/dev/null || true
-	echo "$mode inferdb $(((ic1 - ic0))) $((ii1 - ii0)) $ihwm ${imiss:-0}" >>"$W/results.out"
-	echo "$mode prometheus $(((pc1 - pc0))) $((pi1 - pi0)) $phwm ${pmiss:-0}" >>"$W/results.out"
+	echo "$mode inferdb $((ic1 - ic0)) $((${ie1:-0} - ${ie0:-0})) $((${im1:-0} - ${im0:-0})) $ihwm" >>"$W/results.out"
+	echo "$mode prometheus $((pc1 - pc0)) $((${pe1:-0} - ${pe0:-0})) $((${pm1:-0} - ${pm0:-0})) $phwm" >>"$W/results.out"
 }
 
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -163,14 +178,18 @@ run without
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 GROUPS_N=$(((RECORD + 99) / 100 + (ALERTS + 99) / 100))
+RULES_N=$((RECORD + ALERTS))
 echo
-echo "$SERVERS targets every ${INTERVAL}s, $RECORD recording + $ALERTS alerting rules in $GROUPS_N groups, ${DURATION}s measured after ${WARMUP}s"
-printf '%-11s %10s %10s %8s %14s %8s %7s\n' server cpu_with_s cpu_wo_s rounds cpu_ms/round rss_MB missed
+echo "$SERVERS targets scraped every ${SCRAPE}s; $RECORD recording + $ALERTS alerting rules in $GROUPS_N groups every ${EVAL}s; ${DURATION}s measured after ${WARMUP}s"
+printf '%-11s %10s %9s %8s %7s %9s %7s %7s\n' server cpu_with_s cpu_wo_s added_s rounds ms/round missed rss_MB
 for srv in inferdb prometheus; do
-	read -r _ _ cw iw hw mw < <(grep "^with $srv " "$W/results.out")
+	read -r _ _ cw ew mw hw < <(grep "^with $srv " "$W/results.out")
 	read -r _ _ co _ _ _ < <(grep "^without $srv " "$W/results.out")
-	awk -v s="$srv" -v cw="$cw" -v co="$co" -v it="$iw" -v g="$GROUPS_N" -v clk="$CLK" -v hw="$hw" -v m="$mw" 'BEGIN {
-		r = it / g
-		printf "%-11s %10.2f %10.2f %8.1f %14.1f %8.1f %7d\n", s, cw / clk, co / clk, r, (r > 0 ? 1000 * (cw - co) / clk / r : 0), hw / 1024, m
-	}'
+	awk -v s="$srv" -v cw="$cw" -v co="$co" -v ev="$ew" -v n="$RULES_N" -v clk="$CLK" -v hw="$hw" -v m="$mw" 'BEGIN {
+		r = ev / n
+		a = (cw - co) / clk
+		printf "%-11s %10.2f %9.2f %8.2f %7.2f %9.1f %7d %7.1f\n", s, cw / clk, co / clk, a, r, (r > 0 ? 1000 * a / r : 0), m, hw / 1024
+	}' | tee -a "$W/table.out"
 done
+awk '$1 == "inferdb" {ia = $4; ir = $6} $1 == "prometheus" {pa = $4; pr = $6}
+	END {printf "inferdb / prometheus: added CPU %.2fx, CPU per round %.2fx\n", (pa > 0 ? ia / pa : 0), (pr > 0 ? ir / pr : 0)}' "$W/table.out"

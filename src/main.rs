@@ -11,6 +11,12 @@ use inferdb::cli::compare::CompareArgs;
 use inferdb::cli::{export::ExportArgs, import::ImportArgs, tsdb::TsdbArgs};
 use inferdb::cli::{query::QueryArgs, rules::RulesArgs, serve::ServeArgs, simulate::SimulateArgs};
 
+/// mimalloc instead of glibc's malloc: rule evaluation's many short-lived vectors and label
+/// sets beside the head's long-lived series fragment glibc's heap until every allocation
+/// walks it (rule evaluation CPU doubled over a few rounds; BENCHMARKS.md "Rule evaluation").
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// inferdb: a time-series database and PromQL engine for LLM-inference metrics, a drop-in
 /// for Prometheus behind Grafana.
 #[derive(Debug, Parser)]

@@ -34,6 +34,7 @@ use std::time::{Duration, Instant};
 use crate::aliases::MetricAliases;
 use crate::ast::{Expr, ValueType};
 use crate::eval::Evaluator;
+use crate::selection_cache::SelectionCache;
 use crate::storage::{Queryable, StorageError};
 use crate::value::{Annotations, Value};
 
@@ -203,6 +204,19 @@ impl Engine {
         self.run(storage, expr, "", t_ms, t_ms, 0, None)
     }
 
+    /// Runs an instant query of an already parsed expression, taking selections from
+    /// `cache` and leaving the ones it reads there for the next query at the same time (see
+    /// [`SelectionCache`]: a rule group's queries).
+    pub fn instant_cached<S: Queryable + ?Sized>(
+        &self,
+        storage: &S,
+        expr: &Expr,
+        t_ms: i64,
+        cache: &mut SelectionCache,
+    ) -> Result<QueryResult, QueryError> {
+        self.run_inner(storage, expr, "", t_ms, t_ms, 0, None, Some(cache))
+    }
+
     /// Runs a range query of an already parsed expression.
     pub fn range_expr<S: Queryable + ?Sized>(
         &self,
@@ -230,6 +244,23 @@ impl Engine {
         step_ms: i64,
         cancel: Option<&CancelToken>,
     ) -> Result<QueryResult, QueryError> {
+        self.run_inner(
+            storage, expr, query_text, start_ms, end_ms, step_ms, cancel, None,
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn run_inner<S: Queryable + ?Sized>(
+        &self,
+        storage: &S,
+        expr: &Expr,
+        query_text: &str,
+        start_ms: i64,
+        end_ms: i64,
+        step_ms: i64,
+        cancel: Option<&CancelToken>,
+        selections: Option<&mut SelectionCache>,
+    ) -> Result<QueryResult, QueryError> {
         let is_range = step_ms > 0;
         if is_range {
             if end_ms < start_ms {
@@ -255,6 +286,7 @@ impl Engine {
             deadline,
             cancel.map(|c| c.0.as_ref()),
         );
+        ev.selections = selections;
         let t0 = Instant::now();
         ev.load(storage, expr)?;
         let prepare = t0.elapsed();

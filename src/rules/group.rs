@@ -25,6 +25,9 @@ pub trait RuleStore {
     /// Makes one rule's appended output visible (called after each rule, so a later rule
     /// of the group reads an earlier one's output).
     fn commit(&mut self);
+    /// Called before and after each evaluation of a group: a store that keeps what the
+    /// group's queries read (one view of the store per evaluation) lets it go.
+    fn reset_reads(&mut self) {}
 }
 
 /// Resolved alerts are kept this long so their resolution can still be sent.
@@ -262,6 +265,7 @@ impl Group {
         self.last_eval_at = Some(SystemTime::now());
         let mut stats = EvalStats::default();
         let eval_ts = ts_ms - self.query_offset_ms;
+        store.reset_reads();
         for i in 0..self.rules.len() {
             let rstart = Instant::now();
             self.rules[i].last_eval_at = Some(SystemTime::now());
@@ -311,6 +315,7 @@ impl Group {
             }
             store.commit();
         }
+        store.reset_reads();
         self.last_eval_ms = ts_ms;
         self.eval_duration = start.elapsed();
         stats

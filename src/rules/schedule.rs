@@ -5,11 +5,12 @@
 //! append path (WAL first), one transaction per rule. [`super::manager`] runs groups on
 //! these timestamps.
 
+use std::cell::RefCell;
 use std::sync::Arc;
 
 use inferdb_query::ast::Expr;
 use inferdb_query::value::Vector;
-use inferdb_query::Engine;
+use inferdb_query::{Engine, SelectionCache};
 use inferdb_storage::{Db, Labels};
 
 use super::group::RuleStore;
@@ -39,11 +40,15 @@ pub fn eval_timestamp_ms(file: &str, name: &str, interval_ms: i64, now_ms: i64) 
     ((base + offset).div_euclid(1_000_000)) as i64
 }
 
-/// Rules reading and writing the on-disk store.
+/// Rules reading and writing the on-disk store. The queries of one group evaluation share
+/// their selections ([`SelectionCache`]): a selector read by several rules is selected and
+/// decoded once per evaluation, and dropped when a rule appends a series it could match.
 pub struct DbStore {
     db: Arc<Db>,
     engine: Engine,
+    reads: RefCell<SelectionCache>,
     pending: Vec<(Labels, i64, f64)>,
+    appended: Vec<Labels>,
     /// Samples the store refused (out of order, duplicate timestamp, ...), as Prometheus
     /// counts and logs them per rule instead of failing the rule.
     pub refused: u64,
@@ -55,7 +60,9 @@ impl DbStore {
         DbStore {
             db,
             engine,
+            reads: RefCell::new(SelectionCache::default()),
             pending: Vec::new(),
+            appended: Vec::new(),
             refused: 0,
         }
     }
@@ -63,6 +70,12 @@ impl DbStore {
     /// Queries with `engine` from now on (a reload may change its options).
     pub fn set_engine(&mut self, engine: Engine) {
         self.engine = engine;
+        self.reads.get_mut().clear();
+    }
+
+    /// Selections the queries took from the shared reads and from the store so far.
+    pub fn reads_hits_and_misses(&self) -> (u64, u64) {
+        self.reads.borrow().hits_and_misses()
     }
 
     /// The count of refused samples since the last call, reset to zero.
@@ -75,9 +88,13 @@ impl RuleStore for DbStore {
     fn query(&self, expr: &Expr, t_ms: i64) -> Result<Vector, String> {
         let r = self
             .engine
-            .instant_expr(&*self.db, expr, t_ms)
+            .instant_cached(&*self.db, expr, t_ms, &mut self.reads.borrow_mut())
             .map_err(|e| e.to_string())?;
         result_vector(r.value)
+    }
+
+    fn reset_reads(&mut self) {
+        self.reads.get_mut().clear();
     }
 
     fn append(&mut self, labels: &Labels, t_ms: i64, v: f64) {
@@ -89,14 +106,17 @@ impl RuleStore for DbStore {
             return;
         }
         let mut app = self.db.appender();
+        self.appended.clear();
         for (l, t, v) in self.pending.drain(..) {
             if app.append(&l, t, v).is_err() {
                 self.refused += 1;
             }
+            self.appended.push(l);
         }
         if let Err(e) = app.commit() {
             tracing::warn!("rule evaluation: appending results failed: {e}");
         }
+        self.reads.get_mut().invalidate_all(&self.appended);
     }
 }
 

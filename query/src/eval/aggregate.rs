@@ -44,21 +44,36 @@ pub(crate) fn group_labels(metric: &Labels, grouping: &[String], without: bool) 
 
 /// A hash of the labels that decide a series' group (as Prometheus groups by a hash).
 pub(crate) fn group_key(metric: &Labels, grouping: &[String], without: bool) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    for l in metric.iter() {
-        let listed = grouping.iter().any(|g| g == &l.name);
-        let include = if without {
-            !listed && l.name != METRIC_NAME
+    hash_labels_where(metric, |name| {
+        let listed = grouping.iter().any(|g| g == name);
+        if without {
+            !listed && name != METRIC_NAME
         } else {
             listed
-        };
-        if include {
-            l.name.hash(&mut h);
-            l.value.hash(&mut h);
         }
-    }
-    h.finish()
+    })
+}
+
+thread_local! {
+    static HASH_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// xxHash64 of the labels of `metric` whose name passes `include`, each written as
+/// `name 0xff value 0xff` (as Prometheus' `HashForLabels`; 0xff never occurs in UTF-8, so
+/// different label sets give different bytes).
+pub(crate) fn hash_labels_where(metric: &Labels, include: impl Fn(&str) -> bool) -> u64 {
+    HASH_BUF.with_borrow_mut(|b| {
+        b.clear();
+        for l in metric.iter() {
+            if include(&l.name) {
+                b.extend_from_slice(l.name.as_bytes());
+                b.push(0xff);
+                b.extend_from_slice(l.value.as_bytes());
+                b.push(0xff);
+            }
+        }
+        twox_hash::XxHash64::oneshot(0, b)
+    })
 }
 
 /// The running state of one group of `sum avg min max count group stddev stdvar` (the
@@ -272,9 +287,18 @@ pub(crate) fn eval_aggregate(
             }
             let node = a as *const AggregateExpr as usize;
             let without = a.without;
-            simple_aggregate_by(op, q, input, ts, &mut |m| {
-                cached_group(ev, node, m, &grouping, without)
-            })
+            if ev.multi_step {
+                simple_aggregate_by(op, q, input, &grouping, without, ts, &mut |m| {
+                    let (k, l) = cached_group(ev, node, m, &grouping, without);
+                    (k, Some(l))
+                })
+            } else {
+                // one step: each input series is seen once, so nothing is memoized, and a
+                // group's labels are built only for its first series
+                simple_aggregate_by(op, q, input, &grouping, without, ts, &mut |m| {
+                    (group_key(m, &grouping, without), None)
+                })
+            }
         }
     };
     ev.add_samples(out.len())?;
@@ -316,22 +340,25 @@ fn simple_aggregate(
     without: bool,
     ts: i64,
 ) -> Vector {
-    simple_aggregate_by(op, q, input, ts, &mut |m| {
+    simple_aggregate_by(op, q, input, &grouping, without, ts, &mut |m| {
         (
             group_key(m, grouping, without),
-            group_labels(m, grouping, without).into(),
+            Some(group_labels(m, grouping, without).into()),
         )
     })
 }
 
 /// `sum avg min max count group stddev stdvar quantile`; `group_of` gives a series' group key
-/// and output labels.
+/// and, where it has them at hand, the group's output labels (else they are built from the
+/// group's first series by `group_labels`).
 fn simple_aggregate_by(
     op: AggregateOp,
     q: f64,
     input: Vector,
+    grouping: &[String],
+    without: bool,
     ts: i64,
-    group_of: &mut dyn FnMut(&super::Metric) -> (u64, super::Metric),
+    group_of: &mut dyn FnMut(&super::Metric) -> (u64, Option<super::Metric>),
 ) -> Vector {
     let mut index: HashMap<u64, usize> = HashMap::new();
     let mut groups: Vec<Group> = Vec::new();
@@ -342,6 +369,8 @@ fn simple_aggregate_by(
             Some(&i) => i,
             None => {
                 index.insert(key, groups.len());
+                let labels =
+                    labels.unwrap_or_else(|| group_labels(&s.metric, grouping, without).into());
                 let mut g = Group {
                     labels,
                     acc: Acc::first(op, f),

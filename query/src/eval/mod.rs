@@ -138,6 +138,8 @@ pub(crate) struct Evaluator<'a> {
     /// `label_replace` regexes compiled by this query, by pattern: compiled once, not per
     /// step.
     regexes: HashMap<String, std::sync::Arc<regex::Regex>>,
+    /// Selections shared with other queries at the same time (a rule group's evaluation).
+    pub(crate) selections: Option<&'a mut crate::selection_cache::SelectionCache>,
 }
 
 impl<'a> Evaluator<'a> {
@@ -165,6 +167,7 @@ impl<'a> Evaluator<'a> {
             group_cache: HashMap::new(),
             sort_time: std::time::Duration::ZERO,
             regexes: HashMap::new(),
+            selections: None,
         }
     }
 
@@ -313,12 +316,32 @@ impl<'a> Evaluator<'a> {
         let mint = blo - offset - back;
         let maxt = bhi - offset;
         let key = vs as *const VectorSelector as usize;
+        if let Some(c) = self.selections.as_deref_mut() {
+            if let Some(d) = c.get(&vs.matchers, mint, maxt) {
+                self.data.insert(key, d);
+                return Ok(());
+            }
+        }
         let mut out = self.read_series(storage, &vs.matchers, mint, maxt)?;
+        let mut aliased = false;
+        let mut alias_names = Vec::new();
         if let Some(aliases) = self.opts.metric_aliases.as_deref() {
-            self.read_aliased(storage, aliases, vs, mint, maxt, pos, &mut out)?;
+            aliased = self.read_aliased(storage, aliases, vs, mint, maxt, pos, &mut out)?;
+            if let Some(m) = vs
+                .matchers
+                .iter()
+                .find(|m| m.name == METRIC_NAME && m.op == inferdb_storage::matcher::MatchOp::Equal)
+            {
+                alias_names = aliases.old_names(&m.value).to_vec();
+            }
         }
         out.sort_by(|a, b| a.metric.cmp(&b.metric));
-        self.data.insert(key, std::sync::Arc::new(out));
+        let out = std::sync::Arc::new(out);
+        // a selection that read renamed series carries an info: read afresh each time
+        if let (Some(c), false) = (self.selections.as_deref_mut(), aliased) {
+            c.insert(&vs.matchers, alias_names, mint, maxt, out.clone());
+        }
+        self.data.insert(key, out);
         Ok(())
     }
 
@@ -356,7 +379,8 @@ impl<'a> Evaluator<'a> {
     /// older names of it, reads their series with the same other matchers, renamed to the
     /// selected name, into `out`. A renamed series whose labels equal a series already in
     /// `out` contributes only its points before that series' first point (the new name wins
-    /// where both were exposed). Adds an info naming the old names read.
+    /// where both were exposed). Adds an info naming the old names read, and says whether
+    /// there were any.
     #[allow(clippy::too_many_arguments)]
     fn read_aliased<S: Queryable + ?Sized>(
         &mut self,
@@ -367,18 +391,18 @@ impl<'a> Evaluator<'a> {
         maxt: i64,
         pos: usize,
         out: &mut Vec<Loaded>,
-    ) -> EvalResult<()> {
+    ) -> EvalResult<bool> {
         let Some(name_idx) = vs
             .matchers
             .iter()
             .position(|m| m.name == "__name__" && m.op == inferdb_storage::matcher::MatchOp::Equal)
         else {
-            return Ok(());
+            return Ok(false);
         };
         let new_name = vs.matchers[name_idx].value.clone();
         let olds = aliases.old_names(&new_name);
         if olds.is_empty() {
-            return Ok(());
+            return Ok(false);
         }
         let mut read = Vec::new();
         for old in olds {
@@ -421,7 +445,7 @@ impl<'a> Evaluator<'a> {
                 Some(pos),
             );
         }
-        Ok(())
+        Ok(!read.is_empty())
     }
 
     pub(crate) fn loaded(&self, vs: &VectorSelector) -> &[Loaded] {
@@ -562,6 +586,7 @@ impl<'a> Evaluator<'a> {
             group_cache: HashMap::new(),
             sort_time: std::time::Duration::ZERO,
             regexes: self.regexes.clone(),
+            selections: None,
         }
     }
 

@@ -310,13 +310,7 @@ pub(crate) fn bad_le_message(metric: &Labels) -> String {
 
 /// The hash that groups bucket series: their labels without `le`.
 pub(crate) fn bucket_group_key(metric: &Labels) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    for l in metric.iter().filter(|l| l.name != "le") {
-        l.name.hash(&mut h);
-        l.value.hash(&mut h);
-    }
-    h.finish()
+    crate::eval::aggregate::hash_labels_where(metric, |name| name != "le")
 }
 
 /// `histogram_quantile(q, buckets)`.

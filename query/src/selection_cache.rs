@@ -1,0 +1,204 @@
+//! Selections shared between the queries of one rule-group evaluation.
+//!
+//! A rule group runs many instant queries at one timestamp, and most of them read the same
+//! few metrics over the same windows (`rate(x_bucket[5m])` for p50, p95 and p99, ...). A
+//! [`SelectionCache`] handed to [`crate::Engine::instant_cached`] keeps each selector's
+//! decoded series, keyed by its matchers and time range, so the next query reading the same
+//! selection takes the loaded data instead of selecting and decoding it again. The owner
+//! reports every series it appends ([`SelectionCache::invalidate`]): a cached selection that
+//! the new samples could change is dropped, so a later rule still reads an earlier one's
+//! output. Samples appended by others (the scraper) while the cache lives are not seen by the
+//! selections already cached: the group reads one view of the store, taken selector by
+//! selector at its first read.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use inferdb_storage::labels::METRIC_NAME;
+use inferdb_storage::matcher::MatchOp;
+use inferdb_storage::{Labels, Matcher};
+
+use crate::eval::Loaded;
+
+/// What [`SelectionCache::new`] holds at most by default: 4 Mi points (64 MiB of points).
+pub const DEFAULT_MAX_POINTS: usize = 4 << 20;
+
+struct Entry {
+    matchers: Vec<Matcher>,
+    /// Old names whose series were read under the selected name (metric aliases): an
+    /// appended series of one of them changes the selection too.
+    alias_names: Vec<String>,
+    data: Arc<Vec<Loaded>>,
+    points: usize,
+}
+
+impl Entry {
+    /// Whether an appended series with `labels` could be part of this selection.
+    fn affected_by(&self, labels: &Labels) -> bool {
+        self.matchers.iter().all(|m| {
+            let v = labels.get(&m.name).unwrap_or("");
+            m.matches(v)
+                || (m.name == METRIC_NAME
+                    && m.op == MatchOp::Equal
+                    && self.alias_names.iter().any(|a| a == v))
+        })
+    }
+
+    /// The metric name this selection is restricted to (equality matcher on `__name__`),
+    /// with the old names read for it.
+    fn names(&self) -> Option<impl Iterator<Item = &str>> {
+        let m = self
+            .matchers
+            .iter()
+            .find(|m| m.name == METRIC_NAME && m.op == MatchOp::Equal)?;
+        Some(std::iter::once(m.value.as_str()).chain(self.alias_names.iter().map(|s| s.as_str())))
+    }
+}
+
+/// Decoded selections by (matchers, mint, maxt), for the queries of one evaluation.
+pub struct SelectionCache {
+    entries: HashMap<(String, i64, i64), Entry>,
+    points: usize,
+    max_points: usize,
+    hits: u64,
+    misses: u64,
+}
+
+impl std::fmt::Debug for SelectionCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SelectionCache")
+            .field("entries", &self.entries.len())
+            .field("points", &self.points)
+            .field("hits", &self.hits)
+            .field("misses", &self.misses)
+            .finish()
+    }
+}
+
+impl Default for SelectionCache {
+    fn default() -> Self {
+        Self::new(DEFAULT_MAX_POINTS)
+    }
+}
+
+fn key_text(matchers: &[Matcher]) -> String {
+    let mut k = String::new();
+    for m in matchers {
+        k.push_str(&m.name);
+        k.push('\u{1}');
+        k.push(match m.op {
+            MatchOp::Equal => '=',
+            MatchOp::NotEqual => '!',
+            MatchOp::RegexMatch => '~',
+            MatchOp::RegexNoMatch => '^',
+        });
+        k.push('\u{1}');
+        k.push_str(&m.value);
+        k.push('\u{2}');
+    }
+    k
+}
+
+impl SelectionCache {
+    /// An empty cache that keeps at most `max_points` points in all (selections that would
+    /// pass it are read and not kept).
+    pub fn new(max_points: usize) -> Self {
+        SelectionCache {
+            entries: HashMap::new(),
+            points: 0,
+            max_points,
+            hits: 0,
+            misses: 0,
+        }
+    }
+
+    /// Forgets every selection (the next evaluation reads the store afresh).
+    pub fn clear(&mut self) {
+        self.entries.clear();
+        self.points = 0;
+    }
+
+    /// Drops the selections that a series with `labels`, just appended, could change.
+    pub fn invalidate(&mut self, labels: &Labels) {
+        self.invalidate_all(std::slice::from_ref(labels));
+    }
+
+    /// Drops the selections that any of the series with `appended` labels, just appended,
+    /// could change.
+    pub fn invalidate_all(&mut self, appended: &[Labels]) {
+        if appended.is_empty() || self.entries.is_empty() {
+            return;
+        }
+        let mut names: Vec<&str> = appended
+            .iter()
+            .map(|l| l.get(METRIC_NAME).unwrap_or(""))
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        let mut freed = 0;
+        self.entries.retain(|_, e| {
+            // a selection of one name is untouched by series of other names
+            if let Some(mut own) = e.names() {
+                if !own.any(|n| names.binary_search(&n).is_ok()) {
+                    return true;
+                }
+            }
+            let hit = appended.iter().any(|l| e.affected_by(l));
+            if hit {
+                freed += e.points;
+            }
+            !hit
+        });
+        self.points -= freed;
+    }
+
+    /// Selections read from the cache and from the store since it was made.
+    pub fn hits_and_misses(&self) -> (u64, u64) {
+        (self.hits, self.misses)
+    }
+
+    pub(crate) fn get(
+        &mut self,
+        matchers: &[Matcher],
+        mint: i64,
+        maxt: i64,
+    ) -> Option<Arc<Vec<Loaded>>> {
+        let found = self
+            .entries
+            .get(&(key_text(matchers), mint, maxt))
+            .map(|e| e.data.clone());
+        if found.is_some() {
+            self.hits += 1;
+        } else {
+            self.misses += 1;
+        }
+        found
+    }
+
+    pub(crate) fn insert(
+        &mut self,
+        matchers: &[Matcher],
+        alias_names: Vec<String>,
+        mint: i64,
+        maxt: i64,
+        data: Arc<Vec<Loaded>>,
+    ) {
+        let points: usize = data.iter().map(|s| s.points.len()).sum::<usize>() + data.len();
+        if self.points + points > self.max_points {
+            return;
+        }
+        self.points += points;
+        let old = self.entries.insert(
+            (key_text(matchers), mint, maxt),
+            Entry {
+                matchers: matchers.to_vec(),
+                alias_names,
+                data,
+                points,
+            },
+        );
+        if let Some(o) = old {
+            self.points -= o.points;
+        }
+    }
+}
