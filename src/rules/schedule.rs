@@ -164,6 +164,44 @@ mod tests {
         Labels::from_pairs(pairs.iter().copied())
     }
 
+    /// The queries of a group share their selections, but a later rule still reads what an
+    /// earlier one appended: the second rule's selection equals the first's, which the
+    /// first rule's output changes.
+    #[test]
+    fn shared_selections_see_earlier_rules_output() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Arc::new(
+            Db::open(
+                dir.path(),
+                Options {
+                    background: false,
+                    ..Default::default()
+                },
+            )
+            .unwrap(),
+        );
+        let text = "groups:\n- name: g\n  rules:\n  - record: c1\n    expr: count({__name__=~\"c.*\"}) or vector(0)\n  - record: c2\n    expr: count({__name__=~\"c.*\"}) or vector(0)\n  - record: c3\n    expr: count({__name__=~\"c.*\"}) or vector(0)\n";
+        let f = file::parse(text, false).unwrap();
+        let mut g = Group::new("r.yml", &f.groups[0], GroupOptions::default()).unwrap();
+        let mut store = DbStore::new(db.clone(), Engine::default());
+        g.eval(1_000_000, &mut store);
+        assert!(g.rules.iter().all(|r| r.health == Health::Ok));
+        let e = Engine::default();
+        let v = |name: &str| match e.instant(&*db, name, 1_000_000).unwrap().value {
+            inferdb_query::Value::Vector(v) => v.into_iter().map(|s| s.f).collect::<Vec<_>>(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(v("c1"), vec![0.0]);
+        assert_eq!(v("c2"), vec![1.0]);
+        assert_eq!(v("c3"), vec![2.0]);
+        let (hits, misses) = store.reads_hits_and_misses();
+        assert_eq!(
+            (hits, misses),
+            (0, 3),
+            "each read follows an append that changes it"
+        );
+    }
+
     #[test]
     fn group_over_db_records_alerts_and_marks_stale() {
         let dir = tempfile::tempdir().unwrap();
