@@ -340,7 +340,7 @@ fn simple_aggregate(
     without: bool,
     ts: i64,
 ) -> Vector {
-    simple_aggregate_by(op, q, input, &grouping, without, ts, &mut |m| {
+    simple_aggregate_by(op, q, input, grouping, without, ts, &mut |m| {
         (
             group_key(m, grouping, without),
             Some(group_labels(m, grouping, without).into()),
