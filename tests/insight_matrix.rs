@@ -20,34 +20,9 @@ use inferdb::sim::ScenarioPlan;
 const MODEL: &str = "meta-llama/Llama-3.1-8B-Instruct";
 
 fn matrix() -> Vec<(&'static str, States)> {
-    vec![
-        (
-            "healthy,kv-pressure@30m,healthy@70m",
-            vec![("kv_cache_pressure", 30.0, 70.0)],
-        ),
-        (
-            "healthy,cache-kick@30m,healthy@70m",
-            vec![("prefix_cache_collapse", 30.0, 70.0)],
-        ),
-        (
-            "healthy,queueing@30m,healthy@70m",
-            vec![("queueing", 30.0, 70.0)],
-        ),
-        (
-            "healthy,underutilized@20m",
-            vec![("underutilized", 20.0, 90.0)],
-        ),
-        ("healthy,restart@45m", vec![("restart", 45.0, 45.0)]),
-        (
-            "healthy,cache-kick@20m,queueing@50m,healthy@75m",
-            vec![
-                ("prefix_cache_collapse", 20.0, 50.0),
-                ("queueing", 50.0, 75.0),
-            ],
-        ),
-        ("healthy", vec![]),
-        ("healthy", vec![]),
-    ]
+    let mut m = insight::single_states();
+    m.extend(insight::in_turn_then_healthy());
+    m
 }
 
 #[test]

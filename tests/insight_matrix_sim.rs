@@ -25,44 +25,18 @@ const MODELS: [&str; 2] = [
 ];
 
 fn matrix() -> Vec<(&'static str, States)> {
-    vec![
-        (
-            "healthy,kv-pressure@30m,healthy@70m",
-            vec![("kv_cache_pressure", 30.0, 70.0)],
-        ),
-        (
-            "healthy,cache-kick@30m,healthy@70m",
-            vec![("prefix_cache_collapse", 30.0, 70.0)],
-        ),
-        (
-            "healthy,queueing@30m,healthy@70m",
-            vec![("queueing", 30.0, 70.0)],
-        ),
-        (
-            "healthy,underutilized@20m",
-            vec![("underutilized", 20.0, 90.0)],
-        ),
-        ("healthy,restart@45m", vec![("restart", 45.0, 45.0)]),
-        // two states at once on two instances
-        (
-            "healthy,kv-pressure@40m,healthy@65m",
-            vec![("kv_cache_pressure", 40.0, 65.0)],
-        ),
-        (
-            "healthy,queueing@40m,healthy@65m",
-            vec![("queueing", 40.0, 65.0)],
-        ),
-        // two states in turn on one instance
-        (
-            "healthy,cache-kick@20m,queueing@50m,healthy@75m",
-            vec![
-                ("prefix_cache_collapse", 20.0, 50.0),
-                ("queueing", 50.0, 75.0),
-            ],
-        ),
-        ("healthy", vec![]),
-        ("healthy", vec![]),
-    ]
+    let mut m = insight::single_states();
+    // two states at once on two instances
+    m.push((
+        "healthy,kv-pressure@40m,healthy@65m",
+        vec![("kv_cache_pressure", 40.0, 65.0)],
+    ));
+    m.push((
+        "healthy,queueing@40m,healthy@65m",
+        vec![("queueing", 40.0, 65.0)],
+    ));
+    m.extend(insight::in_turn_then_healthy());
+    m
 }
 
 #[test]

@@ -149,16 +149,7 @@ impl ImportArgs {
                         );
                     }
                 }
-                for b in &st.blocks {
-                    println!(
-                        "  block {} [{} .. {}) {} series {} samples",
-                        b.id,
-                        crate::export::day_time(b.min_time),
-                        crate::export::day_time(b.max_time),
-                        b.num_series,
-                        b.num_samples
-                    );
-                }
+                st.blocks.iter().for_each(print_block);
                 if let Some(e) = &st.compaction_error {
                     eprintln!("warning: compacting the blocks after the import failed: {e}");
                 } else if !st.compacted.is_empty() {
@@ -166,16 +157,7 @@ impl ImportArgs {
                         "compacted: the data folder holds {} blocks",
                         st.compacted.len()
                     );
-                    for b in &st.compacted {
-                        println!(
-                            "  block {} [{} .. {}) {} series {} samples",
-                            b.id,
-                            crate::export::day_time(b.min_time),
-                            crate::export::day_time(b.max_time),
-                            b.num_series,
-                            b.num_samples
-                        );
-                    }
+                    st.compacted.iter().for_each(print_block);
                 }
                 Ok(ExitCode::SUCCESS)
             }
@@ -195,4 +177,16 @@ impl ImportArgs {
             }
         }
     }
+}
+
+/// One line for a block written by the import.
+fn print_block(b: &inferdb_storage::block::BlockMeta) {
+    println!(
+        "  block {} [{} .. {}) {} series {} samples",
+        b.id,
+        crate::export::day_time(b.min_time),
+        crate::export::day_time(b.max_time),
+        b.num_series,
+        b.num_samples
+    );
 }

@@ -506,16 +506,19 @@ fn parse_file(
     use std::io::Read;
     pass.prev = None;
     let mut state = ParserState::start();
-    let mut buf: Vec<u8> = Vec::with_capacity(pass.piece + (64 << 10));
+    // `buf[..filled]` holds what was read and not parsed yet
+    let mut buf: Vec<u8> = vec![0; pass.piece + pass.piece.min(64 << 10)];
+    let mut filled = 0usize;
     let mut done = 0u64;
     let mut want = pass.piece;
     let mut at_end = false;
     loop {
-        while !at_end && buf.len() < want {
-            let old = buf.len();
-            buf.resize(want.max(old + pass.piece.min(64 << 10)), 0);
+        while !at_end && filled < want {
+            if buf.len() < want {
+                buf.resize(want, 0);
+            }
             let n = loop {
-                match f.read(&mut buf[old..]) {
+                match f.read(&mut buf[filled..]) {
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                     r => break r,
                 }
@@ -524,17 +527,17 @@ fn parse_file(
                 Ok(n) => n,
                 Err(e) => return Err(Stop::Read(e)),
             };
-            buf.truncate(old + n);
+            filled += n;
             at_end = n == 0;
         }
         let cut = if at_end {
-            buf.len()
+            filled
         } else {
-            match memchr::memrchr(b'\n', &buf) {
+            match memchr::memrchr(b'\n', &buf[..filled]) {
                 Some(i) => i + 1,
                 None => {
                     // a line longer than a piece: read on until it ends
-                    want = buf.len() * 2;
+                    want = filled * 2;
                     continue;
                 }
             }
@@ -550,7 +553,8 @@ fn parse_file(
         if let Some(pb) = pb {
             pb.set_position(done);
         }
-        buf.drain(..cut);
+        buf.copy_within(cut..filled, 0);
+        filled -= cut;
         if at_end {
             return Ok(());
         }
@@ -792,14 +796,7 @@ pub fn import_files(
     let existed = data_dir.exists();
     // Hold the database's lock (and let it clean up leftovers of an earlier crash) before
     // anything goes into the folder.
-    let db = Db::open(
-        data_dir,
-        Options {
-            background: false,
-            retention_ms: None,
-            ..Options::default()
-        },
-    )?;
+    let db = open_for_import(data_dir)?;
     let staging = staging_dir(data_dir, "import-");
     let result = (|| -> Result<ImportStats, ImportError> {
         fs::create_dir_all(&staging).map_err(io_err(&staging))?;
@@ -834,17 +831,23 @@ pub fn import_files(
     Ok(stats)
 }
 
-/// Reopens the data folder (so that it sees the imported blocks), compacts its blocks as
-/// complete history and returns them.
-fn compact_history(data_dir: &Path) -> Result<Vec<BlockMeta>, inferdb_storage::Error> {
-    let db = Db::open(
+/// The store in `data_dir` opened for an import: its lock held, no background work, no
+/// retention (imported history may be older than the retention window).
+fn open_for_import(data_dir: &Path) -> Result<Db, inferdb_storage::Error> {
+    Db::open(
         data_dir,
         Options {
             background: false,
             retention_ms: None,
             ..Options::default()
         },
-    )?;
+    )
+}
+
+/// Reopens the data folder (so that it sees the imported blocks), compacts its blocks as
+/// complete history and returns them.
+fn compact_history(data_dir: &Path) -> Result<Vec<BlockMeta>, inferdb_storage::Error> {
+    let db = open_for_import(data_dir)?;
     let res = db.compact_history();
     let metas = db.blocks();
     db.close()?;

@@ -15,6 +15,44 @@ pub const MIN: f64 = 60.0;
 /// One instance's injected states as (finding kind, from minute, to minute).
 pub type States = Vec<(&'static str, f64, f64)>;
 
+/// Each state alone on one instance (`vllm-0` to `vllm-4`), the start of each matrix.
+pub fn single_states() -> Vec<(&'static str, States)> {
+    vec![
+        (
+            "healthy,kv-pressure@30m,healthy@70m",
+            vec![("kv_cache_pressure", 30.0, 70.0)],
+        ),
+        (
+            "healthy,cache-kick@30m,healthy@70m",
+            vec![("prefix_cache_collapse", 30.0, 70.0)],
+        ),
+        (
+            "healthy,queueing@30m,healthy@70m",
+            vec![("queueing", 30.0, 70.0)],
+        ),
+        (
+            "healthy,underutilized@20m",
+            vec![("underutilized", 20.0, 90.0)],
+        ),
+        ("healthy,restart@45m", vec![("restart", 45.0, 45.0)]),
+    ]
+}
+
+/// Two states in turn on one instance, then two healthy instances: the end of each matrix.
+pub fn in_turn_then_healthy() -> Vec<(&'static str, States)> {
+    vec![
+        (
+            "healthy,cache-kick@20m,queueing@50m,healthy@75m",
+            vec![
+                ("prefix_cache_collapse", 20.0, 50.0),
+                ("queueing", 50.0, 75.0),
+            ],
+        ),
+        ("healthy", vec![]),
+        ("healthy", vec![]),
+    ]
+}
+
 /// The engine over `db` as an advise source.
 pub fn source(db: inferdb_storage::Db) -> BackendSource {
     let backend: Arc<dyn ApiBackend> =

@@ -415,13 +415,11 @@ fn float_literal(i: &str) -> IResult<&str, &str> {
     )))(i)
 }
 
-/// A value written as a plain decimal (`-?digits(.digits)?`, 15 significant digits at most)
-/// at the start of `b`, followed by the line's end (`\n` or the end of `b`; a `\r` is part
-/// of the value, which the general path refuses): its value, exactly as [`parse_value`]
-/// reads it, and the bytes up to and including the line break. `None` for anything else
-/// (the caller then takes the general path).
+/// A number written as a plain decimal (`-?digits(.digits)?`, 15 significant digits at most)
+/// at the start of `b`: its value, exactly as [`parse_value`] reads it, and its length. `None`
+/// for anything else (the caller then takes the general path).
 #[inline]
-pub(super) fn plain_decimal(b: &[u8]) -> Option<(f64, usize)> {
+pub(super) fn plain_decimal_token(b: &[u8]) -> Option<(f64, usize)> {
     // m < 10^15 < 2^53 and 10^frac are exact doubles, so one division rounds correctly
     // (Clinger's fast path), as the full decimal parser does
     const POW10: [f64; 16] = [
@@ -464,13 +462,41 @@ pub(super) fn plain_decimal(b: &[u8]) -> Option<(f64, usize)> {
             return None;
         }
     }
+    let v = m as f64 / POW10[frac];
+    Some((if neg { -v } else { v }, i))
+}
+
+/// [`plain_decimal_token`] followed by the line's end (`\n` or the end of `b`; a `\r` is part
+/// of the value, which the general path refuses): its value and the bytes up to and including
+/// the line break.
+#[inline]
+pub(super) fn plain_decimal(b: &[u8]) -> Option<(f64, usize)> {
+    let (v, i) = plain_decimal_token(b)?;
     let len = match b.get(i) {
         None => i,
         Some(b'\n') => i + 1,
         _ => return None,
     };
-    let v = m as f64 / POW10[frac];
-    Some((if neg { -v } else { v }, len))
+    Some((v, len))
+}
+
+/// Unsigned decimal digits at the start of `b` (at most 18, so that they fit an `i64`), read
+/// as `str::parse::<i64>` reads them: the value and the number of digits.
+#[inline]
+pub(super) fn plain_digits(b: &[u8]) -> Option<(i64, usize)> {
+    let mut n: i64 = 0;
+    let mut i = 0;
+    while let Some(&c) = b.get(i) {
+        if !c.is_ascii_digit() {
+            break;
+        }
+        if i == 18 {
+            return None;
+        }
+        n = n * 10 + (c - b'0') as i64;
+        i += 1;
+    }
+    (i > 0).then_some((n, i))
 }
 
 /// Parses a sample value: decimal and exponent forms, `NaN`, `Inf`, `+Inf`, `-Inf`

@@ -617,17 +617,45 @@ impl<'a> Parser<'a> {
         // `name {...}`: not this series but one with a label set (a value never starts with
         // '{'); the full parser reads it (or refuses it, in OpenMetrics)
         let mut k = n + 1;
-        while text && k < b.len() && (b[k] == b' ' || b[k] == b'\t') {
+        while k < b.len() && (b[k] == b' ' || b[k] == b'\t') {
             k += 1;
         }
         if b.get(k) == Some(&b'{') {
             return None;
         }
-        // the common line: a plain decimal, then the line's end
+        if !text {
+            // OpenMetrics: the value starts right after the one space
+            k = n + 1;
+        }
+        // the common lines: a plain decimal, then the line's end, or one space and a plain
+        // timestamp (text: digits; OpenMetrics: decimal seconds) and the line's end
         if let Some((v, len)) = lex::plain_decimal(&b[k..]) {
             self.pos += k + len;
             self.line += 1;
             return Some(Ok((v, None)));
+        }
+        if let Some((v, vlen)) = lex::plain_decimal_token(&b[k..]) {
+            let t0 = k + vlen + 1;
+            if b.get(t0 - 1) == Some(&b' ') {
+                let ts = match self.format {
+                    Format::PromText => lex::plain_digits(&b[t0..]),
+                    Format::OpenMetrics => lex::plain_decimal_token(&b[t0..])
+                        .map(|(s, n)| ((s * 1000.0).round() as i64, n)),
+                };
+                if let Some((ts, tlen)) = ts {
+                    let end = t0 + tlen;
+                    let adv = match b.get(end) {
+                        None => Some(end),
+                        Some(b'\n') => Some(end + 1),
+                        _ => None,
+                    };
+                    if let Some(adv) = adv {
+                        self.pos += adv;
+                        self.line += 1;
+                        return Some(Ok((v, Some(ts))));
+                    }
+                }
+            }
         }
         let (line, adv) = match rest[n..].find('\n') {
             Some(i) => (&rest[..n + i], n + i + 1),
