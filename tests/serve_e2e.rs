@@ -513,30 +513,14 @@ async fn reload_adds_and_removes_targets_and_refuses_broken_files() {
     std::fs::write(&cfg, vllm_config("500ms", &s[..2], "")).unwrap();
     let mut serve = Serve::start(dir.path(), &cfg).await;
 
-    let up_of = |serve: &Serve, inst: String| {
-        let q = format!("up{{instance=\"{inst}\"}}");
-        let base = serve.base.clone();
-        let client = serve.client.clone();
-        async move {
-            let v: Value = client
-                .get(format!("{base}/api/v1/query"))
-                .query(&[("query", q.as_str())])
-                .send()
-                .await
-                .unwrap()
-                .text()
-                .await
-                .map(|t| serde_json::from_str(&t).unwrap())
-                .unwrap();
-            v["data"]["result"].as_array().cloned().unwrap_or_default()
-        }
-    };
     let wait_up = |inst: String| {
         let serve = &serve;
         async move {
             let deadline = Instant::now() + Duration::from_secs(20);
             loop {
-                let r = up_of(serve, inst.clone()).await;
+                let r = serve
+                    .query(&format!("up{{instance=\"{inst}\"}}"), None)
+                    .await;
                 if r.len() == 1 && r[0]["value"][1] == "1" {
                     return;
                 }
