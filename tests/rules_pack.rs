@@ -319,5 +319,47 @@ fn serve_demo_loads_the_pack() {
     for g in &groups {
         assert_eq!(g["file"], "vllm.yml", "{g}");
     }
+    // Pages of two groups, as Prometheus 3's `group_limit` / `group_next_token`, list the
+    // same groups in the same order; each token names the next page's first group.
+    let mut paged: Vec<String> = Vec::new();
+    let mut token = String::new();
+    loop {
+        let url = format!("{base}/api/v1/rules?group_limit=2&group_next_token={token}");
+        let (code, body) = client.get(&url);
+        assert_eq!(code, 200, "{body}");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let page = v["data"]["groups"].as_array().cloned().unwrap_or_default();
+        assert!(!page.is_empty() && page.len() <= 2, "{body}");
+        paged.extend(page.iter().map(|g| g["name"].as_str().unwrap().to_owned()));
+        match v["data"]["groupNextToken"].as_str() {
+            Some(t) => {
+                assert_eq!(t.len(), 64, "a hex SHA-256: {t}");
+                token = t.to_owned();
+            }
+            None => break,
+        }
+    }
+    assert_eq!(paged, names, "paged listing differs from the whole one");
+    for (query, want) in [
+        ("group_limit=0", "group_limit needs to be greater than 0"),
+        (
+            "group_limit=x",
+            "strconv.ParseInt: parsing \"x\": invalid syntax",
+        ),
+        ("group_next_token=abc", "group_limit needs to be present"),
+        (
+            "group_limit=1&group_next_token=abc",
+            "invalid group_next_token 'abc'",
+        ),
+    ] {
+        let (code, body) = client.get(&format!("{base}/api/v1/rules?{query}"));
+        assert_eq!(code, 400, "{query}: {body}");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(v["errorType"], "bad_data", "{query}: {body}");
+        assert!(
+            v["error"].as_str().is_some_and(|e| e.contains(want)),
+            "{query}: {body}"
+        );
+    }
     p.terminate();
 }

@@ -391,3 +391,56 @@ fn same_rules_side_by_side_with_prometheus() {
     assert_eq!(p, i);
     assert_eq!(i.len(), 2, "firing for 2 targets: {i:?}");
 }
+
+/// A subquery without a step uses `global.evaluation_interval`, for `/api/v1/query` as for
+/// rules, and follows it across `/-/reload`, as Prometheus' `SetDefaultEvaluationInterval`.
+#[test]
+fn default_subquery_step_follows_the_evaluation_interval() {
+    let client = Client::new();
+    let work = tempfile::tempdir().unwrap();
+    let cfg = |interval: &str| format!("global:\n  evaluation_interval: {interval}\n");
+    let idb_work = work.path().join("inferdb");
+    let prom_work = work.path().join("prometheus");
+    std::fs::create_dir_all(&idb_work).unwrap();
+    std::fs::create_dir_all(&prom_work).unwrap();
+    let idb_cfg = idb_work.join("inferdb.yml");
+    std::fs::write(&idb_cfg, cfg("10s")).unwrap();
+    let idb_cfg_arg = idb_cfg.display().to_string();
+    let (idb, idb_base) = common::start_inferdb_with(
+        &idb_work,
+        &idb_work.join("data"),
+        &["--config.file", &idb_cfg_arg, "--web.enable-lifecycle"],
+        &client,
+    );
+    let (prom, prom_base) = common::start_prometheus_with(
+        &prom_work,
+        &cfg("10s"),
+        &prom_work.join("data"),
+        &["--web.enable-lifecycle"],
+        &client,
+    );
+    // steps at multiples of the interval in (t - 1m, t], t off every multiple
+    let count = |base: &str| -> String {
+        let url =
+            format!("{base}/api/v1/query?query=count_over_time(vector(1)%5B1m:%5D)&time=1000005");
+        let (code, body) = client.get(&url);
+        assert_eq!(code, 200, "{body}");
+        let v: Value = serde_json::from_str(&body).unwrap();
+        v["data"]["result"][0]["value"][1]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(count(&idb_base), "6");
+    assert_eq!(count(&prom_base), "6");
+    std::fs::write(&idb_cfg, cfg("30s")).unwrap();
+    std::fs::write(prom_work.join("prometheus.yml"), cfg("30s")).unwrap();
+    for base in [&idb_base, &prom_base] {
+        let (code, body) = client.post(&format!("{base}/-/reload"), &[]);
+        assert_eq!(code, 200, "{base}: {body}");
+    }
+    assert_eq!(count(&idb_base), "2");
+    assert_eq!(count(&prom_base), "2");
+    idb.terminate();
+    prom.terminate();
+}

@@ -20,15 +20,6 @@ fn enabled(state: &ApiState) -> Result<(), ApiError> {
     }
 }
 
-/// Go's `strconv.ParseBool`.
-fn parse_bool(s: &str) -> Result<bool, String> {
-    match s {
-        "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(true),
-        "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(false),
-        _ => Err(format!("strconv.ParseBool: parsing {s:?}: invalid syntax")),
-    }
-}
-
 /// Handles `/api/v1/admin/tsdb/snapshot` (`skip_head`): `{"name":"<folder>"}` of the
 /// snapshot written under `<data>/snapshots/`.
 pub(crate) async fn snapshot(
@@ -38,7 +29,7 @@ pub(crate) async fn snapshot(
     enabled(&state)?;
     let skip_head = match params.get("skip_head") {
         None | Some("") => false,
-        Some(s) => parse_bool(s).map_err(|e| {
+        Some(s) => super::params::parse_bool(s).map_err(|e| {
             ApiError::invalid_param("skip_head", format!("unable to parse boolean: {e}"))
         })?,
     };
@@ -101,19 +92,4 @@ pub(crate) async fn clean_tombstones(State(state): State<ApiState>) -> Result<Re
         .run_blocking(opts.timeout, opts.cancel.clone(), |b| b.clean_tombstones())
         .await?;
     Ok(StatusCode::NO_CONTENT.into_response())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn go_parse_bool() {
-        assert_eq!(parse_bool("T"), Ok(true));
-        assert_eq!(parse_bool("0"), Ok(false));
-        assert_eq!(
-            parse_bool("yes"),
-            Err("strconv.ParseBool: parsing \"yes\": invalid syntax".into())
-        );
-    }
 }

@@ -1,5 +1,6 @@
 //! The real [`ApiBackend`]: inferdb's PromQL engine over an [`inferdb_storage::Db`].
 
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
 use inferdb_query::ast::{Expr, ValueType};
@@ -19,6 +20,9 @@ pub struct DbBackend {
     db: Arc<Db>,
     engine_opts: EngineOptions,
     cache: Option<Arc<ResultCache>>,
+    /// The default subquery step, `global.evaluation_interval` as the configuration last
+    /// loaded set it (Prometheus' `SetDefaultEvaluationInterval`); `engine_opts`' when unset.
+    subquery_step: Option<Arc<AtomicI64>>,
     /// Parsed queries by text: each request parses its query twice (type check, then
     /// evaluation) and dashboards send the same texts again and again; parsing compiles the
     /// regex matchers, which is most of a small query's fixed cost.
@@ -37,6 +41,7 @@ impl DbBackend {
             db,
             engine_opts,
             cache: None,
+            subquery_step: None,
             parsed: Default::default(),
         }
     }
@@ -62,6 +67,13 @@ impl DbBackend {
     /// [`Db::take_oldest_write`].
     pub fn with_result_cache(mut self, cache: Arc<ResultCache>) -> Self {
         self.cache = Some(cache);
+        self
+    }
+
+    /// Takes the default subquery step (milliseconds) from `step`, which the configuration's
+    /// loads update; the owner clears the result cache when it changes.
+    pub fn with_default_subquery_step(mut self, step: Arc<AtomicI64>) -> Self {
+        self.subquery_step = Some(step);
         self
     }
 
@@ -147,6 +159,9 @@ impl DbBackend {
 
     fn engine(&self, opts: &QueryOptions) -> Engine {
         let mut eo = self.engine_opts.clone();
+        if let Some(step) = &self.subquery_step {
+            eo.default_subquery_step_ms = step.load(Ordering::Relaxed).max(1);
+        }
         eo.timeout = opts.timeout;
         if opts.max_samples > 0 {
             eo.max_samples = opts.max_samples;

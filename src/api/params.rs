@@ -194,6 +194,16 @@ pub fn parse_time(s: &str) -> Result<i64, String> {
     }
 }
 
+/// Parses a boolean as Go's `strconv.ParseBool` does (`1`, `t`, `T`, `TRUE`, `true`, `True` and
+/// their false forms), with Go's error text, for the API parameters Prometheus reads that way.
+pub fn parse_bool(s: &str) -> Result<bool, String> {
+    match s {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(false),
+        _ => Err(format!("strconv.ParseBool: parsing {s:?}: invalid syntax")),
+    }
+}
+
 /// Parses a float as Go's `strconv.ParseFloat` accepts the common forms: decimal, exponent,
 /// `Inf`/`+Inf`/`-Inf`/`infinity`, `NaN` (any case), underscores not allowed.
 fn parse_go_float(s: &str) -> Option<f64> {
@@ -220,6 +230,17 @@ fn parse_go_float(s: &str) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn go_parse_bool() {
+        assert_eq!(parse_bool("T"), Ok(true));
+        assert_eq!(parse_bool("True"), Ok(true));
+        assert_eq!(parse_bool("0"), Ok(false));
+        assert_eq!(
+            parse_bool("yes"),
+            Err("strconv.ParseBool: parsing \"yes\": invalid syntax".into())
+        );
+    }
 
     #[test]
     fn times() {

@@ -27,17 +27,9 @@ struct Filter {
     matchers: Vec<Vec<Matcher>>,
 }
 
-/// Go's `strconv.ParseBool`.
-fn parse_bool(s: &str) -> Option<bool> {
-    match s {
-        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
-        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
-        _ => None,
-    }
-}
-
 /// Handles GET `/api/v1/rules` (filters `type`, `rule_name[]`, `rule_group[]`, `file[]`,
-/// `match[]` on the rules' labels, `exclude_alerts`).
+/// `match[]` on the rules' labels, `exclude_alerts`; pages of `group_limit` groups continued
+/// from `group_next_token`, as Prometheus 3).
 pub(crate) async fn rules(
     State(state): State<ApiState>,
     params: Params,
@@ -56,7 +48,7 @@ pub(crate) async fn rules(
     let exclude_alerts = if exclude.is_empty() {
         false
     } else {
-        parse_bool(&exclude).ok_or_else(|| {
+        super::params::parse_bool(&exclude).map_err(|_| {
             ApiError::invalid_param(
                 "exclude_alerts",
                 format!(
@@ -66,6 +58,7 @@ pub(crate) async fn rules(
             )
         })?
     };
+    let page = Page::parse(&params)?;
     let owned =
         |k: &str| -> Vec<String> { params.get_all(k).into_iter().map(str::to_string).collect() };
     let filter = Filter {
@@ -82,9 +75,19 @@ pub(crate) async fn rules(
     };
     let data = tokio::task::spawn_blocking(move || {
         let mut d = String::from("{\"groups\":[");
-        let mut first = true;
+        let mut listed = 0usize;
+        let mut found_token = false;
+        let mut next_token = None;
         for g in mgr.groups() {
             let g = g.lock();
+            if let (Some(_), Some(token)) = (page.limit, &page.token) {
+                if !found_token {
+                    if *token != group_token(&g.file, &g.name) {
+                        continue;
+                    }
+                    found_token = true;
+                }
+            }
             if (!filter.groups.is_empty() && !filter.groups.contains(&g.name))
                 || (!filter.files.is_empty() && !filter.files.contains(&g.file))
             {
@@ -103,18 +106,89 @@ pub(crate) async fn rules(
             if rules.is_empty() {
                 continue;
             }
-            if !first {
+            if page.limit == Some(listed) {
+                next_token = Some(group_token(&g.file, &g.name));
+                break;
+            }
+            if listed > 0 {
                 d.push(',');
             }
-            first = false;
+            listed += 1;
             push_group(&mut d, &g, &rules);
         }
-        d.push_str("]}");
-        d
+        if let (Some(_), Some(token)) = (page.limit, &page.token) {
+            if !found_token {
+                return Err(ApiError::invalid_param(
+                    "group_next_token",
+                    format!("invalid group_next_token '{token}'. were rule groups changed?"),
+                ));
+            }
+        }
+        d.push(']');
+        if let Some(t) = next_token {
+            d.push_str(",\"groupNextToken\":");
+            json::push_str(&mut d, &t);
+        }
+        d.push('}');
+        Ok(d)
     })
     .await
-    .map_err(|e| ApiError::internal(e.to_string()))?;
+    .map_err(|e| ApiError::internal(e.to_string()))??;
     Ok(success(&data, &[], &[]))
+}
+
+/// `/api/v1/rules` pagination: at most `limit` groups, starting at the group whose token is
+/// `token` (Prometheus 3's `group_limit` and `group_next_token`).
+#[derive(Debug, Default, PartialEq)]
+struct Page {
+    limit: Option<usize>,
+    token: Option<String>,
+}
+
+impl Page {
+    /// Reads the two parameters with Prometheus' checks and messages.
+    fn parse(params: &Params) -> Result<Page, ApiError> {
+        let limit = params.get("group_limit").filter(|s| !s.is_empty());
+        let token = params.get("group_next_token").filter(|s| !s.is_empty());
+        let Some(limit) = limit else {
+            return match token {
+                Some(_) => Err(ApiError::invalid_param(
+                    "group_next_token",
+                    "group_limit needs to be present in order to paginate over the groups",
+                )),
+                None => Ok(Page::default()),
+            };
+        };
+        let n = limit.parse::<i32>().map_err(|e| {
+            let why = match e.kind() {
+                std::num::IntErrorKind::PosOverflow | std::num::IntErrorKind::NegOverflow => {
+                    "value out of range"
+                }
+                _ => "invalid syntax",
+            };
+            ApiError::invalid_param(
+                "group_limit",
+                format!(
+                    "group_limit needs to be a valid number: strconv.ParseInt: parsing {}: {why}",
+                    inferdb_query::parser::go_quote(limit)
+                ),
+            )
+        })?;
+        let n = usize::try_from(n).ok().filter(|&n| n > 0).ok_or_else(|| {
+            ApiError::invalid_param("group_limit", "group_limit needs to be greater than 0")
+        })?;
+        Ok(Page {
+            limit: Some(n),
+            token: token.map(str::to_owned),
+        })
+    }
+}
+
+/// The page token of a group: the hex SHA-256 of `file;name`, as Prometheus'
+/// `getRuleGroupNextToken`, so tokens are the same on both servers.
+fn group_token(file: &str, name: &str) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA256, format!("{file};{name}").as_bytes());
+    digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Handles GET `/api/v1/alerts`: every active alert of every alerting rule.
@@ -312,6 +386,33 @@ mod tests {
     use super::*;
 
     #[test]
+    fn group_tokens_are_prometheus_sha256() {
+        // sha256("rules.yml;vllm"), as Go's getRuleGroupNextToken computes it
+        assert_eq!(
+            group_token("rules.yml", "vllm"),
+            "169eb788f67843fda937468a769ebcd8107ce002e48a132fd90aade1cf3b35ce"
+        );
+    }
+
+    #[test]
+    fn page_parameters_as_prometheus_reads_them() {
+        let page = |q: &str| Page::parse(&Params::from_parts(Some(q), None));
+        assert_eq!(page("").unwrap(), Page::default());
+        assert_eq!(
+            page("group_limit=3&group_next_token=ab").unwrap(),
+            Page {
+                limit: Some(3),
+                token: Some("ab".into())
+            }
+        );
+        let err = |q: &str| format!("{:?}", page(q).unwrap_err());
+        assert!(err("group_limit=-1").contains("greater than 0"));
+        assert!(err("group_limit=99999999999").contains("value out of range"));
+        assert!(err("group_limit=1.5").contains("invalid syntax"));
+        assert!(err("group_next_token=ab").contains("group_limit needs to be present"));
+    }
+
+    #[test]
     fn json_floats_as_go_writes_them() {
         let f = |v: f64| {
             let mut s = String::new();
@@ -337,12 +438,5 @@ mod tests {
         s.clear();
         json::push_go_time(&mut s, ms_time(1_700_000_000_000));
         assert_eq!(s, "\"2023-11-14T22:13:20Z\"");
-    }
-
-    #[test]
-    fn go_parse_bool() {
-        assert_eq!(parse_bool("True"), Some(true));
-        assert_eq!(parse_bool("0"), Some(false));
-        assert_eq!(parse_bool("yes"), None);
     }
 }

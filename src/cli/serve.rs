@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -346,6 +347,15 @@ struct ScrapeView {
     configs: watch::Sender<Config>,
     load: Arc<dyn Fn() -> anyhow::Result<Config> + Send + Sync>,
     rules: Arc<RuleManager>,
+    /// `global.evaluation_interval` in milliseconds: the API's default subquery step.
+    subquery_step: Arc<AtomicI64>,
+    result_cache: Arc<api::result_cache::ResultCache>,
+}
+
+/// The default subquery step a configuration gives (its `global.evaluation_interval`), as
+/// Prometheus sets it for every query at each load.
+fn subquery_step_ms(cfg: &Config) -> i64 {
+    i64::try_from(cfg.global.evaluation_interval.0.as_millis()).unwrap_or(i64::MAX)
 }
 
 impl ScrapeStatus for ScrapeView {
@@ -445,6 +455,11 @@ impl ScrapeStatus for ScrapeView {
         crate::metrics::record_config_reload(res.is_ok());
         match res {
             Ok((cfg, rules)) => {
+                let step = subquery_step_ms(&cfg);
+                if self.subquery_step.swap(step, Ordering::Relaxed) != step {
+                    // cached steps were evaluated with the old default subquery step
+                    self.result_cache.clear();
+                }
                 self.configs.send_replace(cfg);
                 tokio::runtime::Handle::current().block_on(self.rules.apply(rules));
                 tracing::info!("Completed loading of configuration file");
@@ -885,12 +900,16 @@ impl ServeArgs {
             cfg_tx.subscribe(),
             stopped(stop_rx.clone()),
         ));
+        let result_cache = api::result_cache::ResultCache::new(result_cache_bytes as usize);
+        let subquery_step = Arc::new(AtomicI64::new(subquery_step_ms(&cfg_tx.borrow())));
         let view = Arc::new(ScrapeView {
             mgr: mgr.clone(),
             db: db.clone(),
             configs: cfg_tx,
             load: Arc::new(load),
             rules: rules.clone(),
+            subquery_step: subquery_step.clone(),
+            result_cache: result_cache.clone(),
         });
         #[cfg(unix)]
         let hup_task = {
@@ -909,14 +928,15 @@ impl ServeArgs {
                 })
         };
 
-        let result_cache = api::result_cache::ResultCache::new(result_cache_bytes as usize);
         {
             let c = result_cache.clone();
             crate::metrics::register_collector("query_result_cache", move |out| {
                 c.write_metrics(out)
             });
         }
-        let backend = DbBackend::new(db.clone(), engine_opts).with_result_cache(result_cache);
+        let backend = DbBackend::new(db.clone(), engine_opts)
+            .with_result_cache(result_cache)
+            .with_default_subquery_step(subquery_step);
         let state = ApiState::new(Arc::new(backend), view, api_cfg);
         state.set_rules(rules.clone());
         state.set_remote(Arc::new(crate::remote::receiver::RemoteStore::new(

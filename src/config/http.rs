@@ -206,10 +206,43 @@ pub fn bearer_to_authorization(
 }
 
 /// Joins a relative file path onto `base` (the configuration file's folder), as Prometheus'
-/// `config.JoinDir` does; empty and absolute paths are left alone.
+/// `config.JoinDir` does with Go's `filepath.Join`: the result is cleaned lexically, so
+/// `./rules.yml` beside `./prometheus.yml` is `rules.yml`, as Prometheus names it in its API.
+/// Empty and absolute paths are left alone.
 pub fn join_dir(base: &Path, file: &mut String) {
     if !file.is_empty() && Path::new(file.as_str()).is_relative() {
-        *file = base.join(&*file).to_string_lossy().into_owned();
+        let base = base.to_string_lossy();
+        *file = if base.is_empty() {
+            clean_path(file)
+        } else {
+            clean_path(&format!("{base}/{file}"))
+        };
+    }
+}
+
+/// Go's `filepath.Clean` on Unix: one `/` between elements, `.` elements dropped, each `..`
+/// removing the element before it (and dropped at the root), `.` for an empty result.
+fn clean_path(path: &str) -> String {
+    let rooted = path.starts_with('/');
+    let mut out: Vec<&str> = Vec::new();
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => match out.last() {
+                Some(&last) if last != ".." => {
+                    out.pop();
+                }
+                _ if rooted => {}
+                _ => out.push(".."),
+            },
+            p => out.push(p),
+        }
+    }
+    let joined = out.join("/");
+    match (rooted, joined.is_empty()) {
+        (true, _) => format!("/{joined}"),
+        (false, true) => ".".to_owned(),
+        (false, false) => joined,
     }
 }
 
@@ -379,5 +412,54 @@ mod tests {
         let mut empty = String::new();
         join_dir(Path::new("/etc"), &mut empty);
         assert_eq!(empty, "");
+    }
+
+    /// The cases of Go's `TestClean` (path/filepath, Unix) and `config.JoinDir` on them.
+    #[test]
+    fn paths_are_cleaned_as_go_does() {
+        for (input, want) in [
+            ("abc", "abc"),
+            ("abc/def", "abc/def"),
+            ("a/b/c", "a/b/c"),
+            (".", "."),
+            ("..", ".."),
+            ("../..", "../.."),
+            ("../../abc", "../../abc"),
+            ("/abc", "/abc"),
+            ("/", "/"),
+            ("", "."),
+            ("abc/", "abc"),
+            ("/abc/", "/abc"),
+            ("abc//def//ghi", "abc/def/ghi"),
+            ("//abc", "/abc"),
+            ("abc/./def", "abc/def"),
+            ("/./abc/def", "/abc/def"),
+            ("abc/.", "abc"),
+            ("abc/def/ghi/../jkl", "abc/def/jkl"),
+            ("abc/def/../ghi/../jkl", "abc/jkl"),
+            ("abc/def/..", "abc"),
+            ("abc/def/../..", "."),
+            ("/abc/def/../..", "/"),
+            ("abc/def/../../..", ".."),
+            ("/abc/def/../../..", "/"),
+            ("abc/def/../../../ghi/jkl/../../../mno", "../../mno"),
+            ("/../abc", "/abc"),
+            ("abc/./../def", "def"),
+            ("abc//./../def", "def"),
+            ("abc/../../././../def", "../../def"),
+        ] {
+            assert_eq!(clean_path(input), want, "{input:?}");
+        }
+        for (base, file, want) in [
+            (".", "./rules.yml", "rules.yml"),
+            ("", "rules/*.yml", "rules/*.yml"),
+            ("/etc/prometheus/", "../rules/a.yml", "/etc/rules/a.yml"),
+            ("./conf", "x.yml", "conf/x.yml"),
+            ("/etc", "/abs.yml", "/abs.yml"),
+        ] {
+            let mut f = file.to_owned();
+            join_dir(Path::new(base), &mut f);
+            assert_eq!(f, want, "{base:?} + {file:?}");
+        }
     }
 }
