@@ -222,6 +222,18 @@ fn lock_dir(dir: &Path) -> Result<File> {
     Ok(f)
 }
 
+/// Releases the folder's lock before its file is closed. A process another thread forks
+/// holds a copy of the descriptor until it execs, and closing ours alone would leave the lock
+/// held through that copy; `LOCK_UN` releases it for every copy at once.
+#[allow(unsafe_code)] // flock(2) through libc
+fn unlock_dir(f: &File) {
+    use std::os::unix::io::AsRawFd;
+    // SAFETY: flock on a valid, owned file descriptor; an error leaves the lock to the close.
+    unsafe {
+        libc::flock(f.as_raw_fd(), libc::LOCK_UN);
+    }
+}
+
 impl Db {
     /// Opens (creating if needed) the database in `dir`: takes the lock, opens the blocks,
     /// replays the WAL (truncating a torn or corrupt tail, see [`Db::open_stats`]) and starts
@@ -774,7 +786,9 @@ impl Db {
             None => Ok(()),
         };
         self.inner.head.remove_arena();
-        self.inner.lock.lock().take();
+        if let Some(f) = self.inner.lock.lock().take() {
+            unlock_dir(&f);
+        }
         r
     }
 }

@@ -158,6 +158,34 @@ fn lock_and_read_only() {
     Db::open(d.path(), opts()).unwrap().close().unwrap();
 }
 
+/// A closed store opens again at once, even while another thread forks processes: the child
+/// of a fork holds a copy of the lock's descriptor until it execs, and the lock must not be
+/// released only when that copy closes.
+#[test]
+fn close_releases_the_lock_while_processes_are_forked() {
+    let dir = tempfile::tempdir().unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let forker = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let _ = std::process::Command::new("true").status();
+            }
+        })
+    };
+    let mut locked = 0;
+    for _ in 0..300 {
+        match Db::open(dir.path(), opts()) {
+            Ok(db) => db.close().unwrap(),
+            Err(Error::Locked(_)) => locked += 1,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    forker.join().unwrap();
+    assert_eq!(locked, 0, "opens refused as locked after a close");
+}
+
 #[test]
 fn label_names_values_and_series() {
     let d = tempfile::tempdir().unwrap();
