@@ -290,6 +290,21 @@ fn get_or_register(
     m
 }
 
+/// Removes the series `name` with these labels from the page, as client_golang's
+/// `DeleteLabelValues` does (a family left without series disappears); a handle still held
+/// counts on unseen, and asking for the series again starts it at zero. Whether it existed.
+pub fn delete_with(name: &str, labels: &[(&str, &str)]) -> bool {
+    let mut fams = REGISTRY.families.lock();
+    let Some(fam) = fams.get_mut(name) else {
+        return false;
+    };
+    let gone = fam.children.remove(&label_key(labels)).is_some();
+    if fam.children.is_empty() {
+        fams.remove(name);
+    }
+    gone
+}
+
 /// The counter `name` without labels (registered on first use).
 pub fn counter(name: &str, help: &str) -> Counter {
     counter_with(name, help, &[])
@@ -923,5 +938,21 @@ mod tests {
             .is_some_and(|v| *v > 0.0));
         unregister_collector("test");
         assert!(!render().contains("test_collected"));
+    }
+
+    #[test]
+    fn deleted_series_leave_the_page() {
+        let (a, b) = (&[("am", "a")], &[("am", "b")]);
+        counter_with("test_del_total", "Deleted.", a).add(2);
+        counter_with("test_del_total", "Deleted.", b).add(3);
+        assert!(delete_with("test_del_total", a));
+        assert!(!delete_with("test_del_total", a));
+        let text = render();
+        assert!(!text.contains("test_del_total{am=\"a\"}"), "{text}");
+        assert!(text.contains("test_del_total{am=\"b\"} 3\n"), "{text}");
+        // the last series takes its family (HELP and TYPE) along; asked for again, it is new
+        assert!(delete_with("test_del_total", b));
+        assert!(!render().contains("test_del_total"));
+        assert_eq!(counter_with("test_del_total", "Deleted.", a).get(), 0);
     }
 }

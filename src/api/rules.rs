@@ -250,6 +250,11 @@ fn ms_time(ms: i64) -> Option<SystemTime> {
     Some(UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).ok()?))
 }
 
+/// An evaluation timestamp (ms) with its nanoseconds below the millisecond.
+fn eval_time(ms: i64, sub_ms_ns: u32) -> Option<SystemTime> {
+    ms_time(ms).map(|t| t + Duration::from_nanos(u64::from(sub_ms_ns)))
+}
+
 /// A float as Go's `encoding/json` writes one: `'f'` between 1e-6 and 1e21, else `'e'` with
 /// a negative exponent's leading zero dropped (`5e-7`, `1e+21`).
 fn push_json_float(out: &mut String, v: f64) {
@@ -285,10 +290,10 @@ fn push_alert(out: &mut String, a: &Alert) {
     out.push_str(",\"state\":");
     json::push_str(out, a.state.as_str());
     out.push_str(",\"activeAt\":");
-    json::push_go_time(out, ms_time(a.active_at));
+    json::push_go_time(out, eval_time(a.active_at, a.sub_ms_ns));
     if a.keep_firing_since != 0 {
         out.push_str(",\"keepFiringSince\":");
-        json::push_go_time(out, ms_time(a.keep_firing_since));
+        json::push_go_time(out, eval_time(a.keep_firing_since, a.sub_ms_ns));
     }
     out.push_str(",\"value\":\"");
     push_float(out, a.value, FloatFormat::E);

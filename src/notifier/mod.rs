@@ -167,6 +167,21 @@ impl Notifier {
             s.sync(&self.inner.stats);
             sets.push(Arc::new(s));
         }
+        // the series of Alertmanagers only removed entries had go with them
+        let kept: Vec<String> = sets
+            .iter()
+            .flat_map(|s| s.discovered.read().active.clone())
+            .collect();
+        for s in old
+            .iter()
+            .filter(|o| !sets.iter().any(|n| Arc::ptr_eq(n, o)))
+        {
+            for u in &s.discovered.read().active {
+                if !kept.contains(u) {
+                    self.inner.stats.forget(u);
+                }
+            }
+        }
         let mut st = self.inner.settings.write();
         st.external_labels = cfg.global.external_labels.clone();
         st.relabel = cfg.alerting.alert_relabel_configs.clone();

@@ -99,7 +99,8 @@ impl AlertmanagerSet {
     }
 
     /// Recomputes the Alertmanagers from the current groups, deduplicated by URL (Prometheus'
-    /// `sync`); the counters of a new Alertmanager start at 0.
+    /// `sync`); the counters of a new Alertmanager start at 0, and the series of one no
+    /// longer discovered are removed.
     pub fn sync(&self, stats: &Stats) {
         let mut groups = self.statics.clone();
         for (up, _) in &self.providers {
@@ -121,7 +122,13 @@ impl AlertmanagerSet {
                 Err(e) => tracing::error!(err = %e, "Creating discovered Alertmanagers failed"),
             }
         }
-        *self.discovered.write() = next;
+        let mut discovered = self.discovered.write();
+        for u in &discovered.active {
+            if !next.active.contains(u) {
+                stats.forget(u);
+            }
+        }
+        *discovered = next;
     }
 
     /// Posts `body` to `url` within the entry's timeout; any 2xx answer is success.

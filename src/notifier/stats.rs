@@ -70,6 +70,14 @@ impl Stats {
         )
     }
 
+    /// Removes `url`'s series (sent, errors, latency) from the page, as Prometheus does for
+    /// an Alertmanager no longer discovered.
+    pub fn forget(&self, url: &str) {
+        metrics::delete_with(SENT, &[("alertmanager", url)]);
+        metrics::delete_with(ERRORS, &[("alertmanager", url)]);
+        self.latency.lock().remove(url);
+    }
+
     /// One request to `url` took `d`.
     pub fn observe_latency(&self, url: &str, d: Duration) {
         let now = Instant::now();

@@ -367,6 +367,12 @@ alerting:
     };
     n.send(vec![alert("A", 0), page(1)]);
     assert_eq!(indices(&h1.wait_requests(1).await), [1]);
+    let series = |name: &str, a: &str| format!("{name}{{alertmanager=\"{}\"", url(a));
+    wait_metric(&format!(
+        "{}}} 1\n",
+        series("prometheus_notifications_sent_total", &h1.addr)
+    ))
+    .await;
     // the file changes: one Alertmanager kept, one dropped by relabelling
     std::fs::write(
         &sd,
@@ -389,6 +395,23 @@ alerting:
     n.send(vec![page(2)]);
     assert_eq!(indices(&h2.wait_requests(1).await), [2]);
     assert_eq!(h1.got.lock().len(), 1);
+    // the series of the Alertmanager no longer discovered are gone, as in Prometheus' sync
+    let text = wait_metric(&format!(
+        "{}}} 1\n",
+        series("prometheus_notifications_sent_total", &h2.addr)
+    ))
+    .await;
+    for name in [
+        "prometheus_notifications_sent_total",
+        "prometheus_notifications_errors_total",
+        "prometheus_notifications_latency_seconds",
+    ] {
+        assert!(
+            !text.contains(&series(name, &h1.addr)),
+            "{name} of h1 in\n{text}"
+        );
+    }
+    assert!(text.contains(&series("prometheus_notifications_errors_total", &h2.addr)));
     n.stop().await;
 }
 

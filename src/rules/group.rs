@@ -66,6 +66,10 @@ pub struct Alert {
     pub state: AlertState,
     /// When it became active (ms).
     pub active_at: i64,
+    /// The nanoseconds below the millisecond of `active_at` and `keep_firing_since`:
+    /// Prometheus' evaluation timestamps carry the group's offset to the nanosecond, and the
+    /// API writes them as RFC 3339 with nanoseconds (0 once restored after a restart).
+    pub sub_ms_ns: u32,
     /// When it started firing (ms), 0 if not.
     pub fired_at: i64,
     /// When it was resolved (ms), 0 if not.
@@ -170,6 +174,9 @@ pub struct Group {
     pub eval_duration: Duration,
     /// The wall clock when the last evaluation started (the API's `lastEvaluation`).
     pub last_eval_at: Option<SystemTime>,
+    /// The nanoseconds below the millisecond of this group's evaluation timestamps
+    /// ([`super::schedule::eval_sub_ms_ns`]; 0 for the unit-test runner's exact times).
+    pub eval_sub_ms_ns: u32,
     /// Series of rules that are gone (a reload removed or renamed them): they get a
     /// staleness marker at the next evaluation.
     stale_series: Vec<Labels>,
@@ -252,6 +259,7 @@ impl Group {
             last_eval_ms: 0,
             eval_duration: Duration::ZERO,
             last_eval_at: None,
+            eval_sub_ms_ns: 0,
             stale_series: Vec::new(),
             opts,
         })
@@ -275,6 +283,7 @@ impl Group {
                     ts_ms,
                     self.query_offset_ms,
                     self.limit,
+                    self.eval_sub_ms_ns,
                     &self.opts,
                     &*store,
                 )
@@ -452,6 +461,7 @@ impl Group {
                     active_at += now_ms - down_at;
                 }
                 a.active_at = active_at;
+                a.sub_ms_ns = 0;
                 tracing::debug!(alertname = %rule.def.alert, labels = %a.labels,
                     restored_active_at = active_at, "'for' state restored");
             }
@@ -571,6 +581,7 @@ fn eval_alert(
     ts: i64,
     offset: i64,
     limit: i64,
+    sub_ms_ns: u32,
     opts: &GroupOptions,
     q: &dyn RuleStore,
 ) -> Result<Vec<(Labels, i64, f64)>, String> {
@@ -621,6 +632,7 @@ fn eval_alert(
                 annotations,
                 state: AlertState::Pending,
                 active_at: ts,
+                sub_ms_ns,
                 fired_at: 0,
                 resolved_at: 0,
                 keep_firing_since: 0,

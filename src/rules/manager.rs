@@ -26,7 +26,7 @@ use tokio::task::JoinHandle;
 
 use super::file::{parse, parse_file, RuleFileErrors};
 use super::group::{Group, GroupOptions, RestoreOptions, RuleStore};
-use super::schedule::{eval_timestamp_ms, DbStore};
+use super::schedule::{eval_sub_ms_ns, eval_timestamp_ms, DbStore};
 use crate::config::Config;
 use crate::model::time::now_ms;
 use crate::notifier::{generator_url, Alert as NotifierAlert, Notifier};
@@ -219,7 +219,8 @@ impl RuleManager {
                 Ok(f) => {
                     for g in &f.groups {
                         match Group::new(&name, g, gopts.clone()) {
-                            Ok(g) => {
+                            Ok(mut g) => {
+                                g.eval_sub_ms_ns = eval_sub_ms_ns(&g.file, &g.name, g.interval_ms);
                                 groups.insert((g.file.clone(), g.name.clone()), g);
                             }
                             Err(e) => errs.push(format!("{name}: {e}")),

@@ -40,6 +40,14 @@ pub fn eval_timestamp_ms(file: &str, name: &str, interval_ms: i64, now_ms: i64) 
     ((base + offset).div_euclid(1_000_000)) as i64
 }
 
+/// The nanoseconds below the millisecond of the group's evaluation timestamps: its offset
+/// within the interval is in nanoseconds (`hash % interval`), and intervals are whole
+/// milliseconds, so every evaluation of the group shares this remainder.
+pub fn eval_sub_ms_ns(file: &str, name: &str, interval_ms: i64) -> u32 {
+    let interval_ns = u64::try_from(interval_ms.max(1)).unwrap_or(1) * 1_000_000;
+    ((group_hash(file, name) % interval_ns) % 1_000_000) as u32
+}
+
 /// Rules reading and writing the on-disk store. The queries of one group evaluation share
 /// their selections ([`SelectionCache`]): a selector read by several rules is selected and
 /// decoded once per evaluation, and dropped when a rule appends a series it could match.
