@@ -668,3 +668,56 @@ scrape_configs:
     let _ = stop_tx.send(());
     rt.block_on(done).unwrap();
 }
+
+/// A simulator on a warped clock (`simulate --start now-4h --time-warp 15`): the scraper
+/// stores the pages' sample time, not the scrape's, and a connection scraping every second
+/// gets timestamps a multiple of 15 s apart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_warped_simulator_is_stored_at_sample_time() {
+    let now = inferdb::model::time::now_ms();
+    let start = now - 4 * 3_600_000;
+    let sim = Simulator::start(
+        "127.0.0.1",
+        0,
+        SimOptions {
+            clock: inferdb::sim::SimClock {
+                start: Some(start as f64 / 1000.0),
+                warp: 15.0,
+            },
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let cfg = config(&format!(
+        "scrape_configs: [{{job_name: j, scrape_interval: 1s, static_configs: [{{targets: ['{}']}}]}}]",
+        sim.addrs()[0]
+    ));
+    let sink = Arc::new(MemorySink::new());
+    let mut lp = make_loop(&cfg, sink.clone()).remove(0);
+    let t1 = inferdb::model::time::now_ms();
+    assert!(lp.scrape_once(t1).await.up);
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let t2 = inferdb::model::time::now_ms();
+    assert!(lp.scrape_once(t2).await.up);
+    let running = sink.find(&[("__name__", "vllm:num_requests_running")]);
+    assert_eq!(running.len(), 1);
+    let ts: Vec<i64> = running[0].1.iter().map(|s| s.0).collect();
+    assert_eq!(ts.len(), 2, "{ts:?}");
+    // sample time, four hours back (the test took a few wall seconds, 15 sample s each)
+    assert!(
+        ts[0] >= start && ts[0] < start + 120_000,
+        "{ts:?} vs {start}"
+    );
+    let d = ts[1] - ts[0];
+    assert!(d >= 15_000 && d % 15_000 == 0, "{ts:?}");
+    // every sample of a page has the page's timestamp; `up` has the scrape's
+    let page = sim.server(0).unwrap().last_page().unwrap();
+    assert_eq!((page.at * 1000.0).round() as i64, ts[1]);
+    let counters = sink.find(&[("__name__", "vllm:prompt_tokens_total")]);
+    assert_eq!(counters[0].1.last().unwrap().0, ts[1]);
+    assert_eq!(
+        up(&sink, &sim.addrs()[0].to_string()),
+        vec![(t1, 1.0), (t2, 1.0)]
+    );
+}

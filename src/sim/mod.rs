@@ -6,6 +6,11 @@
 //! reachable by path on the first port: `/servers/<i>/metrics`. `GET /metrics` answers
 //! `text/plain; version=1.0.0; charset=utf-8`, like vLLM, without gzip unless
 //! [`SimOptions::gzip`] is set and the client asks for it.
+//!
+//! The servers' clock is the wall clock unless [`SimOptions::clock`] says otherwise: sample
+//! time may start in the past and run faster than the wall clock (4 h of workload in 16 min
+//! at 15×). Pages then carry explicit timestamps, so that a scraper honouring them
+//! (`honor_timestamps`, the default) stores sample time.
 
 pub mod model;
 pub mod record;
@@ -46,6 +51,98 @@ pub struct SimOptions {
     /// Scenario plans, the i-th for server i and the last for the servers after it; empty:
     /// the demo's cycle of steady load, KV-cache saturation and restart.
     pub scenarios: Vec<ScenarioPlan>,
+    /// The servers' clock: the wall clock by default.
+    pub clock: SimClock,
+}
+
+/// The simulated servers' clock: sample time starts at `start` and runs `warp` times as fast
+/// as the wall clock.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SimClock {
+    /// Unix seconds of sample time when the simulator starts; `None`: the wall clock's time.
+    pub start: Option<f64>,
+    /// Sample seconds per wall second (1: real time).
+    pub warp: f64,
+}
+
+impl Default for SimClock {
+    fn default() -> Self {
+        SimClock {
+            start: None,
+            warp: 1.0,
+        }
+    }
+}
+
+impl SimClock {
+    /// Whether this is the wall clock (pages then carry no timestamps).
+    pub fn is_wall(&self) -> bool {
+        self.start.is_none() && self.warp == 1.0
+    }
+}
+
+/// A [`SimClock`] started at a wall time.
+#[derive(Debug, Clone, Copy)]
+struct Clock {
+    wall0: f64,
+    sample0_ms: i64,
+    warp: f64,
+    stamped: bool,
+}
+
+impl Clock {
+    fn start(c: SimClock) -> Clock {
+        let wall0 = now_s();
+        Clock {
+            wall0,
+            sample0_ms: (c.start.unwrap_or(wall0) * 1000.0).round() as i64,
+            warp: c.warp,
+            stamped: !c.is_wall(),
+        }
+    }
+
+    /// Sample time (ms) at wall time `wall` (Unix seconds).
+    fn at_ms(&self, wall: f64) -> i64 {
+        self.sample0_ms + ((wall - self.wall0) * self.warp * 1000.0).round() as i64
+    }
+
+    /// Sample time now, Unix seconds.
+    fn now(&self) -> f64 {
+        self.at_ms(now_s()) as f64 / 1000.0
+    }
+}
+
+/// The timestamps one connection sees from one server under a warped clock. The whole wall
+/// seconds since the connection first asked the server are warped and what is left over (the
+/// scraper's jitter and the request's latency) is dropped: a scraper whose interval is a
+/// whole number of seconds gets timestamps exactly `interval × warp` apart, as its own ticker
+/// would stamp a scrape at that interval. Warping the jitter too would make it `warp` times
+/// a real scrape's, which costs every store bytes a real one does not pay.
+#[derive(Debug, Clone, Copy)]
+struct Grid {
+    wall0: f64,
+    sample0_ms: i64,
+    last_ms: i64,
+}
+
+impl Grid {
+    fn new(clock: &Clock, wall: f64) -> Grid {
+        let t = clock.at_ms(wall);
+        Grid {
+            wall0: wall,
+            sample0_ms: t,
+            last_ms: t - 1,
+        }
+    }
+
+    /// The timestamp (ms) of a page served at wall time `wall`: on the grid, and after the
+    /// previous one (1 ms after it when asked twice within a wall second).
+    fn stamp(&mut self, clock: &Clock, wall: f64) -> i64 {
+        let k = (wall - self.wall0).round();
+        let t = (self.sample0_ms + (k * clock.warp * 1000.0).round() as i64).max(self.last_ms + 1);
+        self.last_ms = t;
+        t
+    }
 }
 
 /// The model of the template page, which every server serves unless [`SimOptions::models`]
@@ -62,6 +159,7 @@ impl Default for SimOptions {
             keep_pages: 0,
             models: vec![DEFAULT_MODEL.to_string()],
             scenarios: Vec::new(),
+            clock: SimClock::default(),
         }
     }
 }
@@ -84,6 +182,7 @@ pub struct SimServer {
     count: std::sync::atomic::AtomicU64,
     /// The model name written in place of [`DEFAULT_MODEL`], if another.
     model_name: Option<String>,
+    clock: Clock,
 }
 
 impl SimServer {
@@ -93,8 +192,9 @@ impl SimServer {
         keep: usize,
         model_name: Option<String>,
         plan: Option<ScenarioPlan>,
+        clock: Clock,
     ) -> Self {
-        let now = now_s();
+        let now = clock.now();
         let mut model = VllmModel::new(seed, now, cycle_s);
         if let Some(p) = plan {
             model.set_plan(p, now);
@@ -106,16 +206,30 @@ impl SimServer {
             served: Mutex::new(std::collections::VecDeque::new()),
             count: std::sync::atomic::AtomicU64::new(0),
             model_name: model_name.filter(|m| m != DEFAULT_MODEL),
+            clock,
         }
     }
 
-    /// Renders the page for now (advancing the workload) and remembers it.
+    /// Renders the page for now (advancing the workload) and remembers it. Its samples carry
+    /// the sample time as timestamps when the clock is not the wall clock.
     pub fn page(&self) -> Arc<String> {
-        let now = now_s();
+        let t = self.clock.at_ms(now_s());
+        self.page_at(t, self.clock.stamped)
+    }
+
+    /// Renders the page at sample time `t_ms` (advancing the workload to it, unless it is
+    /// there already: a page for a slightly older time shows the newer state under the older
+    /// timestamp) and remembers it; `stamped` writes `t_ms` on every sample.
+    fn page_at(&self, t_ms: i64, stamped: bool) -> Arc<String> {
+        let now = t_ms as f64 / 1000.0;
         // render and record under the model's lock, so the log's order is the serving order
         let mut m = self.model.lock();
         m.advance_to(now);
-        let mut text = m.render();
+        let mut text = if stamped {
+            m.render_stamped(t_ms)
+        } else {
+            m.render()
+        };
         if let Some(name) = &self.model_name {
             text = text.replace(DEFAULT_MODEL, name);
         }
@@ -156,7 +270,7 @@ impl SimServer {
     /// Restarts the simulated process now (counters reset).
     pub fn restart(&self) {
         let mut m = self.model.lock();
-        m.advance_to(now_s());
+        m.advance_to(self.clock.now());
         m.restart();
     }
 
@@ -187,6 +301,7 @@ impl Simulator {
         let mut servers = vec![];
         let mut addrs = vec![];
         let mut listeners = vec![];
+        let clock = Clock::start(opts.clock);
         for i in 0..opts.servers.max(1) {
             let p = if port == 0 { 0 } else { port + i as u16 };
             let l = TcpListener::bind((host, p))
@@ -200,6 +315,7 @@ impl Simulator {
                 opts.keep_pages,
                 (!opts.models.is_empty()).then(|| opts.models[i % opts.models.len()].clone()),
                 opts.scenarios.get(i).or(opts.scenarios.last()).cloned(),
+                clock,
             )));
         }
         let all = Arc::new(servers.clone());
@@ -259,6 +375,8 @@ async fn serve_conn(
 ) -> io::Result<()> {
     let _ = sock.set_nodelay(true);
     let mut buf = Vec::with_capacity(2048);
+    // per server asked on this connection, under a warped clock
+    let mut grids: std::collections::HashMap<usize, Grid> = Default::default();
     loop {
         // read one request head
         let head_end = loop {
@@ -309,7 +427,16 @@ async fn serve_conn(
         };
         let (status, ctype, body, gz): (&str, &str, Vec<u8>, bool) = match (method, target) {
             ("GET", Some(i)) => {
-                let page = all[i].page();
+                let page = if all[i].clock.stamped {
+                    let (clock, wall) = (&all[i].clock, now_s());
+                    let t = grids
+                        .entry(i)
+                        .or_insert_with(|| Grid::new(clock, wall))
+                        .stamp(clock, wall);
+                    all[i].page_at(t, true)
+                } else {
+                    all[i].page()
+                };
                 if gzip && wants_gzip {
                     use std::io::Write;
                     let mut e =
@@ -384,10 +511,72 @@ mod tests {
     #[test]
     fn a_server_serves_the_model_it_is_given() {
         let other = "Qwen/Qwen2.5-7B-Instruct";
-        let page = SimServer::new(1, 600.0, 0, Some(other.into()), None).page();
+        let wall = Clock::start(SimClock::default());
+        let page = SimServer::new(1, 600.0, 0, Some(other.into()), None, wall).page();
         assert!(page.contains(&format!("model_name=\"{other}\"")));
         assert!(!page.contains(DEFAULT_MODEL));
-        let page = SimServer::new(1, 600.0, 0, None, None).page();
+        let page = SimServer::new(1, 600.0, 0, None, None, wall).page();
         assert!(page.contains(&format!("model_name=\"{DEFAULT_MODEL}\"")));
+        // the wall clock's pages carry no timestamps: every sample line ends in its value
+        let first = page.lines().find(|l| !l.starts_with('#')).unwrap();
+        assert_eq!(first.split(' ').count(), 2, "{first}");
+    }
+
+    /// The timestamp of every sample line of `page`, which must all be the same.
+    fn page_stamp(page: &str) -> i64 {
+        let mut ts = page
+            .lines()
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .map(|l| l.rsplit(' ').next().unwrap().parse::<i64>().unwrap());
+        let t = ts.next().unwrap();
+        assert!(ts.all(|x| x == t));
+        t
+    }
+
+    #[test]
+    fn a_warped_clock_stamps_pages_with_sample_time() {
+        let start = 1_790_000_000.0;
+        let clock = Clock::start(SimClock {
+            start: Some(start),
+            warp: 15.0,
+        });
+        assert!(clock.stamped);
+        // sample time runs 15 times as fast as the wall clock from the given start
+        assert_eq!(clock.at_ms(clock.wall0), 1_790_000_000_000);
+        assert_eq!(clock.at_ms(clock.wall0 + 2.0), 1_790_000_030_000);
+        let server = SimServer::new(1, 600.0, 0, None, None, clock);
+        let t = page_stamp(&server.page());
+        assert!((t - 1_790_000_000_000).abs() < 60_000, "{t}");
+        // a page for a given sample time carries exactly it
+        assert_eq!(page_stamp(&server.page_at(t + 15_000, true)), t + 15_000);
+        let p = server.page_at(t + 30_000, true);
+        let v = crate::model::exposition::parse(&p, crate::model::exposition::Format::PromText)
+            .filter_map(|e| match e {
+                Ok(crate::model::exposition::Entry::Sample(s)) => Some(s.timestamp_ms),
+                _ => None,
+            })
+            .collect::<Vec<_>>();
+        assert!(v.len() > 500 && v.iter().all(|x| *x == Some(t + 30_000)));
+    }
+
+    #[test]
+    fn a_connection_gets_timestamps_on_a_grid_of_warped_whole_seconds() {
+        let clock = Clock::start(SimClock {
+            start: Some(1_790_000_000.0),
+            warp: 15.0,
+        });
+        let w = clock.wall0 + 0.3;
+        let mut g = Grid::new(&clock, w);
+        let t0 = g.stamp(&clock, w);
+        assert_eq!(t0, 1_790_000_004_500);
+        // a scraper every second with up to ±40 ms of jitter: exactly 15 s apart
+        for (i, jitter) in [0.012, -0.04, 0.0, 0.031, -0.007].iter().enumerate() {
+            let k = i as i64 + 1;
+            assert_eq!(g.stamp(&clock, w + k as f64 + jitter), t0 + k * 15_000);
+        }
+        // two seconds later: 30 s later
+        assert_eq!(g.stamp(&clock, w + 7.02), t0 + 7 * 15_000);
+        // asked twice within a second: later by a millisecond, never the same or earlier
+        assert_eq!(g.stamp(&clock, w + 7.1), t0 + 7 * 15_000 + 1);
     }
 }

@@ -1067,6 +1067,16 @@ impl VllmModel {
     /// The lines of [`VllmModel::render`]'s page whose family passes `wanted` (as
     /// [`keep_families`] keeps them), without formatting the others.
     pub fn render_families(&self, wanted: &dyn Fn(&str) -> bool) -> String {
+        self.render_lines(wanted, None)
+    }
+
+    /// [`VllmModel::render`]'s page with the explicit timestamp `ts_ms` (milliseconds) on
+    /// every sample line, for a simulator whose clock is not the wall clock.
+    pub fn render_stamped(&self, ts_ms: i64) -> String {
+        self.render_lines(&|_| true, Some(ts_ms))
+    }
+
+    fn render_lines(&self, wanted: &dyn Fn(&str) -> bool, ts_ms: Option<i64>) -> String {
         let mut out = String::with_capacity(TEMPLATE.len() + 4096);
         for it in &self.items {
             let line = match it {
@@ -1091,6 +1101,9 @@ impl VllmModel {
                     out.push_str(series);
                     out.push(' ');
                     let _ = write!(out, "{}", PyFloat(v));
+                    if let Some(ts) = ts_ms {
+                        let _ = write!(out, " {ts}");
+                    }
                     out.push('\n');
                 }
             }
