@@ -468,16 +468,47 @@ fn less_by_reverse_value(a: f64, b: f64) -> bool {
     a > b
 }
 
-struct GoHeap {
-    items: Vec<Sample>,
+/// An item of a [`GoHeap`]: ordered by its value alone.
+pub(crate) trait HeapItem {
+    fn value(&self) -> f64;
+}
+
+impl HeapItem for Sample {
+    fn value(&self) -> f64 {
+        self.f
+    }
+}
+
+/// A value and the index of the series it belongs to (column-wise `topk`).
+impl HeapItem for (f64, usize) {
+    fn value(&self) -> f64 {
+        self.0
+    }
+}
+
+/// Go's `container/heap` as Prometheus' `topk`/`bottomk` use it: which of equal values are
+/// kept, and their output order, follow from these exact moves.
+pub(crate) struct GoHeap<T> {
+    pub(crate) items: Vec<T>,
     less: fn(f64, f64) -> bool,
 }
 
-impl GoHeap {
-    fn less(&self, i: usize, j: usize) -> bool {
-        (self.less)(self.items[i].f, self.items[j].f)
+impl<T: HeapItem> GoHeap<T> {
+    /// An empty heap for `topk` (`bottomk` when `bottom`) holding up to `k` items.
+    pub(crate) fn new(bottom: bool, k: usize) -> Self {
+        GoHeap {
+            items: Vec::with_capacity(k),
+            less: if bottom {
+                less_by_reverse_value
+            } else {
+                less_by_value
+            },
+        }
     }
-    fn push(&mut self, s: Sample) {
+    fn less(&self, i: usize, j: usize) -> bool {
+        (self.less)(self.items[i].value(), self.items[j].value())
+    }
+    fn push(&mut self, s: T) {
         self.items.push(s);
         let n = self.items.len();
         self.up(n - 1);
@@ -518,8 +549,25 @@ impl GoHeap {
             self.up(0);
         }
     }
-    /// `sort.Sort(sort.Reverse(heap))` as Go's insertion sort does it for short inputs.
-    fn sort_reverse(mut self) -> Vec<Sample> {
+    /// Offers `s` to a `topk` (`bottomk` when `bottom`) heap of at most `k` items: pushed
+    /// while there is room, otherwise it replaces the root when it beats it.
+    pub(crate) fn offer(&mut self, s: T, k: usize, bottom: bool) {
+        if self.items.len() < k {
+            self.push(s);
+            return;
+        }
+        let (root, f) = (self.items[0].value(), s.value());
+        let beats = if bottom { root > f } else { root < f };
+        if beats || (root.is_nan() && !f.is_nan()) {
+            self.items[0] = s;
+            if k > 1 {
+                self.fix0();
+            }
+        }
+    }
+    /// `sort.Sort(sort.Reverse(heap))` as Go's insertion sort does it for short inputs, in
+    /// place.
+    pub(crate) fn sort_reverse_in_place(&mut self) {
         let n = self.items.len();
         for i in 1..n {
             let mut j = i;
@@ -529,6 +577,9 @@ impl GoHeap {
                 j -= 1;
             }
         }
+    }
+    fn sort_reverse(mut self) -> Vec<T> {
+        self.sort_reverse_in_place();
         self.items
     }
 }
@@ -542,11 +593,8 @@ fn topk(
     ts: i64,
 ) -> Vector {
     let mut index: HashMap<u64, usize> = HashMap::new();
-    let mut heaps: Vec<GoHeap> = Vec::new();
-    let less = match op {
-        AggregateOp::Bottomk => less_by_reverse_value,
-        _ => less_by_value,
-    };
+    let mut heaps: Vec<GoHeap<Sample>> = Vec::new();
+    let bottom = op == AggregateOp::Bottomk;
     for mut s in input {
         s.t = ts;
         let key = group_key(&s.metric, grouping, without);
@@ -554,10 +602,7 @@ fn topk(
             Some(&i) => i,
             None => {
                 index.insert(key, heaps.len());
-                let mut h = GoHeap {
-                    items: Vec::with_capacity(k),
-                    less,
-                };
+                let mut h = GoHeap::new(bottom, k);
                 h.push(s);
                 heaps.push(h);
                 continue;
@@ -565,26 +610,7 @@ fn topk(
         };
         let h = &mut heaps[gi];
         match op {
-            AggregateOp::Topk => {
-                if h.items.len() < k {
-                    h.push(s);
-                } else if h.items[0].f < s.f || (h.items[0].f.is_nan() && !s.f.is_nan()) {
-                    h.items[0] = s;
-                    if k > 1 {
-                        h.fix0();
-                    }
-                }
-            }
-            AggregateOp::Bottomk => {
-                if h.items.len() < k {
-                    h.push(s);
-                } else if h.items[0].f > s.f || (h.items[0].f.is_nan() && !s.f.is_nan()) {
-                    h.items[0] = s;
-                    if k > 1 {
-                        h.fix0();
-                    }
-                }
-            }
+            AggregateOp::Topk | AggregateOp::Bottomk => h.offer(s, k, bottom),
             _ => {
                 if h.items.len() < k {
                     h.push(s);

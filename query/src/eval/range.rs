@@ -19,7 +19,7 @@ use std::collections::{HashMap, HashSet};
 use inferdb_storage::is_stale_nan;
 use inferdb_storage::labels::METRIC_NAME;
 
-use super::aggregate::{group_key, group_labels, Acc};
+use super::aggregate::{group_key, group_labels, Acc, GoHeap};
 use super::binary::{
     btos, changes_metric_schema, elem_binop, result_metric, scalar_binop, signature,
 };
@@ -126,7 +126,7 @@ fn supported_node(e: &Expr) -> bool {
             _ => false,
         },
         ExprKind::Aggregate(a) => {
-            a.param.is_none()
+            let simple = a.param.is_none()
                 && matches!(
                     a.op,
                     AggregateOp::Sum
@@ -137,7 +137,8 @@ fn supported_node(e: &Expr) -> bool {
                         | AggregateOp::Group
                         | AggregateOp::Stddev
                         | AggregateOp::Stdvar
-                )
+                );
+            (simple || topk_param(a).is_some())
                 && (a.without
                     || !a
                         .grouping
@@ -183,6 +184,18 @@ fn param_call(c: &Call) -> Option<(&Expr, f64)> {
     matches!(&unwrap_paren(m).kind,
         ExprKind::MatrixSelector(ms) if ms.selector.at.is_none())
     .then_some((unwrap_paren(m), n.value))
+}
+
+/// `k` of `topk(k, ...)` or `bottomk(k, ...)` when it is a number literal and valid (the
+/// per-step evaluator gives the errors of NaN and of values beyond int64).
+fn topk_param(a: &AggregateExpr) -> Option<f64> {
+    if !matches!(a.op, AggregateOp::Topk | AggregateOp::Bottomk) {
+        return None;
+    }
+    let ExprKind::Number(n) = &unwrap_paren(a.param.as_ref()?).kind else {
+        return None;
+    };
+    (!n.value.is_nan() && n.value < 9.223372036854776e18).then_some(n.value)
 }
 
 /// The text of a string literal argument (in parentheses or not).
@@ -600,6 +613,76 @@ impl Block<'_, '_> {
         col
     }
 
+    /// `sum_over_time` (or `avg_over_time` when `avg`) of one series' points
+    /// `pts[base..end]` at every step with a running sum, when every point (staleness
+    /// markers aside) is an integer other than -0 small enough that every sum of them is
+    /// exact in an f64; `None` otherwise. With exact sums the Kahan sum of
+    /// [`matrix_function`] never compensates (its correction stays +0), so its result is
+    /// the exact sum, which the running sum gives too, to the bit; the mean is that sum
+    /// divided by the count, plus the +0 correction divided by the count, as there.
+    fn sliding_sum(
+        &mut self,
+        pts: &[FPoint],
+        base: usize,
+        end: usize,
+        offset: i64,
+        range: i64,
+        avg: bool,
+    ) -> Option<Col> {
+        // |sum| <= max |value| * points < 2^53: every running sum is an exact integer.
+        const EXACT: f64 = 9_007_199_254_740_992.0;
+        let mut max_abs = 0.0f64;
+        for p in &pts[base..end] {
+            let f = p.f;
+            if is_stale_nan(f) {
+                continue;
+            }
+            if f != f.trunc() || f.to_bits() == (-0.0f64).to_bits() || f.abs() >= EXACT {
+                return None;
+            }
+            max_abs = max_abs.max(f.abs());
+        }
+        if max_abs * (end - base) as f64 >= EXACT {
+            return None;
+        }
+        let mut col = self.new_col(Default::default(), true);
+        let (mut lo, mut hi) = (base, base);
+        let (mut sum, mut live) = (0i64, 0usize);
+        for k in 0..self.steps {
+            let reft = self.ts(k) - offset;
+            let wstart = reft - range;
+            while hi < end && pts[hi].t <= reft {
+                let f = pts[hi].f;
+                if !is_stale_nan(f) {
+                    sum += f as i64;
+                    live += 1;
+                }
+                hi += 1;
+            }
+            while lo < hi && pts[lo].t <= wstart {
+                let f = pts[lo].f;
+                if !is_stale_nan(f) {
+                    sum -= f as i64;
+                    live -= 1;
+                }
+                lo += 1;
+            }
+            if live == 0 {
+                continue;
+            }
+            self.held[k] += live + 1;
+            let s = sum as f64;
+            col.vals[k] = if avg {
+                let n = live as f64;
+                s / n + 0.0 / n
+            } else {
+                s
+            };
+            col.present[k] = true;
+        }
+        Some(col)
+    }
+
     /// `quantile_over_time(q, ...)` (q within [0, 1]) of one series' points
     /// `pts[base..end]` at every step, over the window's values kept sorted as the window
     /// slides (each point inserted and removed once, by binary search) instead of a sort of
@@ -695,6 +778,16 @@ impl Block<'_, '_> {
                     out.push(col);
                 }
                 continue;
+            }
+            if name == "sum_over_time" || name == "avg_over_time" {
+                let avg = name == "avg_over_time";
+                if let Some(mut col) = self.sliding_sum(&l.points, base, end, offset, range, avg) {
+                    col.metric = l.metric.clone();
+                    if col.present.iter().any(|&p| p) {
+                        out.push(col);
+                    }
+                    continue;
+                }
             }
             if let Some(is_max) = extreme {
                 let mut col = self.sliding_extreme(&l.points, base, end, offset, range, is_max);
@@ -806,6 +899,9 @@ impl Block<'_, '_> {
             return Ok(None);
         };
         self.next_seq();
+        if let Some(k) = topk_param(a) {
+            return Ok(Some(self.topk(a, k, input)));
+        }
         let Some(first) = input.first() else {
             return Ok(Some(Rv::Vector(Vec::new())));
         };
@@ -861,6 +957,59 @@ impl Block<'_, '_> {
             out.push(col);
         }
         Ok(Some(Rv::Vector(out)))
+    }
+
+    /// `topk(k, ...)`/`bottomk(k, ...)`: at each step the values of each group's series go
+    /// through the per-step evaluator's heap in the same order, so the same series of equal
+    /// values are kept; groups are found once per series. The kept series keep their labels.
+    fn topk(&mut self, a: &AggregateExpr, k: f64, input: Vec<Col>) -> Rv {
+        if k < 1.0 || input.is_empty() {
+            return Rv::Vector(Vec::new());
+        }
+        let k = (k as i64).min(input.len() as i64) as usize;
+        let bottom = a.op == AggregateOp::Bottomk;
+        let mut grouping = a.grouping.clone();
+        grouping.sort();
+        let mut index: HashMap<u64, usize> = HashMap::new();
+        let group_of: Vec<usize> = input
+            .iter()
+            .map(|c| {
+                let n = index.len();
+                *index
+                    .entry(group_key(&c.metric, &grouping, a.without))
+                    .or_insert(n)
+            })
+            .collect();
+        let mut heaps: Vec<GoHeap<(f64, usize)>> =
+            (0..index.len()).map(|_| GoHeap::new(bottom, k)).collect();
+        let steps = self.steps;
+        // whether series `ci` is kept at step `k`: `kept[ci * steps + k]`
+        let mut kept = vec![false; input.len() * steps];
+        for k_step in 0..steps {
+            for h in heaps.iter_mut() {
+                h.items.clear();
+            }
+            for (ci, c) in input.iter().enumerate() {
+                if c.present[k_step] {
+                    heaps[group_of[ci]].offer((c.vals[k_step], ci), k, bottom);
+                }
+            }
+            for h in heaps.iter_mut() {
+                h.sort_reverse_in_place();
+                for &(_, ci) in &h.items {
+                    kept[ci * steps + k_step] = true;
+                    self.held[k_step] += 1;
+                }
+            }
+        }
+        let mut out = Vec::with_capacity(input.len());
+        for (mut c, present) in input.into_iter().zip(kept.chunks_exact(steps)) {
+            if present.iter().any(|&p| p) {
+                c.present.copy_from_slice(present);
+                out.push(c);
+            }
+        }
+        Rv::Vector(out)
     }
 
     fn binary(&mut self, b: &BinaryExpr) -> R<Rv> {
@@ -1150,6 +1299,16 @@ pub(crate) mod tests {
                     _ => ((i * 13) % 5) as f64 - 2.0,
                 };
                 s.add(&w, t, wv);
+                // integer gauges (summed exactly: a running sum), with staleness markers,
+                // and integers too large for that
+                let iv = Labels::from_pairs([("__name__", "ints"), ("job", job)]);
+                if j == 2 && i % 50 == 7 {
+                    s.add(&iv, t, stale_nan());
+                } else {
+                    s.add(&iv, t, ((i * 13 + j as i64) % 9) as f64 - 3.0);
+                }
+                let big = Labels::from_pairs([("__name__", "ints_big"), ("job", job)]);
+                s.add(&big, t, 2f64.powi(50) + (i % 3) as f64);
                 for (k, le) in ["0.1", "0.5", "1", "+Inf", "bad"].iter().enumerate() {
                     let b =
                         Labels::from_pairs([("__name__", "lat_bucket"), ("job", job), ("le", le)]);
@@ -1195,6 +1354,13 @@ pub(crate) mod tests {
             "changes(temp[5m])",
             "avg_over_time(temp[5m])",
             "sum_over_time(temp[5m])",
+            "sum_over_time(ints[5m])",
+            "sum_over_time(ints[30s])",
+            "avg_over_time(ints[2m])",
+            "avg_over_time(ints[10m] offset 1m)",
+            "sum_over_time(ints_big[5m])",
+            "avg_over_time(ints_big[5m])",
+            r#"sum_over_time({__name__=~"ints|temp"}[3m])"#,
             "count_over_time(req_total[5m])",
             "min_over_time(temp[5m])",
             "max_over_time(temp[5m])",
@@ -1233,6 +1399,12 @@ pub(crate) mod tests {
             "1 - temp",
             "2 < temp",
             "2 * 3",
+            "topk(2, rate(req_total[5m]))",
+            "bottomk(2, temp)",
+            "topk by (m) (1, wobbly)",
+            "bottomk without (job) (3, wobbly)",
+            "topk(1, changes(temp[1m]))",
+            "topk(20, temp)",
             "histogram_quantile(0.9, sum by (le) (rate(lat_bucket[5m])))",
             "histogram_quantile(0.5, rate(lat_bucket[5m]))",
             "histogram_quantile(1.5, sum by (le, job) (rate(lat_bucket[5m])))",
