@@ -17,10 +17,12 @@
 //!                                     classic histogram buckets, their `_count`/`_sum`,
 //!                                     GPU (`DCGM_*`), counters (`*_total`), other gauges;
 //!                                     needs no workload (any data folder)
-//! workload_db decode DIR [REPS]        decode speed of DIR's blocks through the querier
-//!                                     (`Series::decode_into`, thread CPU, best of REPS):
+//! workload_db decode DIR [REPS [ONLY]] decode speed of DIR's blocks through the querier
+//!                                     (`Series::decode_into`, thread CPU, best of REPS
+//!                                     rounds, each selecting afresh; select time apart):
 //!                                     every series, then the selections a histogram query
-//!                                     makes (one low `le`, `le="+Inf"`, `_count`, all buckets)
+//!                                     makes (one low `le`, `le="+Inf"`, `_count`, all buckets);
+//!                                     ONLY: the selections whose name contains it
 //! workload_db breakdown DIR           chunk bytes per sample of DIR's blocks by metric name,
 //!                                     next to an estimate of the workload's entropy (the
 //!                                     noise no lossless encoding can remove)
@@ -66,6 +68,7 @@ fn run() -> Res<()> {
         "decode" => decode(
             Path::new(arg(1)?),
             args.get(2).and_then(|r| r.parse().ok()).unwrap_or(5),
+            args.get(3).map(String::as_str),
         ),
         "du" => {
             du_report(Path::new(arg(1)?))?;
@@ -595,7 +598,7 @@ fn thread_cpu() -> f64 {
     ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
-fn decode(dir: &Path, reps: usize) -> Res<()> {
+fn decode(dir: &Path, reps: usize, only: Option<&str>) -> Res<()> {
     use inferdb_storage::Matcher;
     let db = Db::open(
         dir,
@@ -635,29 +638,37 @@ fn decode(dir: &Path, reps: usize) -> Res<()> {
         ("all buckets", vec![Matcher::equal("__name__", &bucket)]),
     ];
     println!(
-        "{:<18} {:>7} {:>11} {:>10} {:>12}",
-        "selection", "series", "samples", "CPU ms", "M samples/s"
+        "{:<18} {:>7} {:>11} {:>10} {:>12} {:>10}",
+        "selection", "series", "samples", "CPU ms", "M samples/s", "select ms"
     );
     for (name, ms) in cases {
-        let series = q.select(&ms)?;
+        if only.is_some_and(|o| !name.contains(o)) {
+            continue;
+        }
         let (mut ts, mut vs) = (Vec::new(), Vec::new());
-        let mut best = f64::MAX;
-        let mut n = 0;
+        let (mut best, mut best_select) = (f64::MAX, f64::MAX);
+        let (mut n, mut len) = (0, 0);
+        // each round selects afresh, as a query does: what a selection decodes once (a
+        // histogram group read by several of its series) is decoded again by the next
         for _ in 0..reps.max(1) {
             let c0 = thread_cpu();
+            let series = q.select(&ms)?;
+            let c1 = thread_cpu();
             n = 0;
             for s in &series {
                 ts.clear();
                 vs.clear();
                 n += s.decode_into(&mut ts, &mut vs)?;
             }
-            best = best.min(thread_cpu() - c0);
+            best = best.min(thread_cpu() - c1);
+            best_select = best_select.min(c1 - c0);
+            len = series.len();
         }
         println!(
-            "{name:<18} {:>7} {n:>11} {:>10.2} {:>12.1}",
-            series.len(),
+            "{name:<18} {len:>7} {n:>11} {:>10.2} {:>12.1} {:>10.2}",
             best * 1e3,
-            n as f64 / best.max(1e-9) / 1e6
+            n as f64 / best.max(1e-9) / 1e6,
+            best_select * 1e3
         );
     }
     Ok(())

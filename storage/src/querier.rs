@@ -1,9 +1,10 @@
 //! Reading: select series by matchers over a time range, merged over blocks and the head.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use crate::block::Block;
+use crate::chunk::GroupDecoder;
 use crate::db::DbInner;
 use crate::error::{Error, Result};
 use crate::head::chunk;
@@ -22,6 +23,80 @@ struct SChunk {
     src: Src,
     /// The deleted intervals of its source that overlap it (samples in them are skipped).
     del: Option<Intervals>,
+    /// For a member of a histogram group: the group's slot in the selection's [`Groups`].
+    group: Option<u32>,
+}
+
+/// The histogram groups whose members one selection reads: one decoder per group, opened by
+/// the first member read (checksum verified, timestamps and base decoded once), kept while
+/// members the selection holds are still unread, so that each column is decoded once per
+/// selection. Groups are told apart by their block and chunk reference, never by their bytes.
+struct Groups {
+    slots: Vec<parking_lot::Mutex<GroupSlot>>,
+}
+
+struct GroupSlot {
+    /// The members of the group that the selection holds (bit `j`: member `j`).
+    selected: u128,
+    /// Open while selected members are unread.
+    dec: Option<GroupDecoder>,
+}
+
+impl Groups {
+    /// Appends the samples of the member whose bytes start `bytes` (of the group in `slot`).
+    fn read(&self, slot: u32, bytes: &[u8], ts: &mut Vec<i64>, vs: &mut Vec<f64>) -> Result<()> {
+        let mut s = self.slots[slot as usize].lock();
+        let mut dec = match s.dec.take() {
+            Some(d) => d,
+            None => GroupDecoder::open(bytes, s.selected, true)?,
+        };
+        dec.member_into(bytes, ts, vs)?;
+        if !dec.done() {
+            s.dec = Some(dec);
+        }
+        Ok(())
+    }
+}
+
+/// Builds a selection's [`Groups`]: the slot of each group by block and group position.
+#[derive(Default)]
+struct GroupsBuilder {
+    slots: HashMap<(usize, u64), u32>,
+    selected: Vec<u128>,
+}
+
+impl GroupsBuilder {
+    /// The slot of the group whose member is the chunk at `r` of block `bi` (`bytes`), or
+    /// `None` for an ordinary chunk.
+    fn add(&mut self, bi: usize, r: u64, bytes: &[u8]) -> Option<u32> {
+        let j = chunk::member_index(bytes)?;
+        // member j's marker is j + 1 bytes before the group's first byte
+        let key = (bi, r + j as u64 + 1);
+        let next = self.selected.len() as u32;
+        let slot = *self.slots.entry(key).or_insert(next);
+        if slot == next {
+            self.selected.push(0);
+        }
+        self.selected[slot as usize] |= 1u128 << j;
+        Some(slot)
+    }
+
+    fn build(self) -> Option<Arc<Groups>> {
+        (!self.selected.is_empty()).then(|| {
+            Arc::new(Groups {
+                slots: self
+                    .selected
+                    .into_iter()
+                    .map(|selected| {
+                        parking_lot::Mutex::new(GroupSlot {
+                            selected,
+                            dec: None,
+                        })
+                    })
+                    .collect(),
+            })
+        })
+    }
 }
 
 /// The tombstones of one source for one series: `None` when the chunk `[mint, maxt]` is
@@ -41,6 +116,30 @@ impl SChunk {
             Src::Block(b, r) => b.locate_chunk_error(*r, e),
             Src::Head(_) => e,
         }
+    }
+
+    /// Appends the chunk's samples to `ts` and `vs` (a group member through the selection's
+    /// `groups`). `Err` when the chunk cannot be opened (nothing appended); `Ok(Some(e))` for
+    /// an error in its bit stream, after the samples before it.
+    fn read_into(
+        &self,
+        groups: Option<&Groups>,
+        ts: &mut Vec<i64>,
+        vs: &mut Vec<f64>,
+    ) -> Result<Option<Error>> {
+        let bytes = match &self.src {
+            Src::Block(b, r) => b.chunk(*r)?,
+            Src::Head(h) => h.bytes(),
+        };
+        if let (Some(slot), Some(g)) = (self.group, groups) {
+            return g
+                .read(slot, bytes, ts, vs)
+                .map(|()| None)
+                .map_err(|e| self.locate(e));
+        }
+        let mut it = chunk::decode(bytes).map_err(|e| self.locate(e))?;
+        it.decode_into(ts, vs);
+        Ok(it.err().map(|e| self.locate(relabel(e))))
     }
 }
 
@@ -62,6 +161,8 @@ pub struct Series {
     mint: i64,
     maxt: i64,
     overlapping: bool,
+    /// The histogram groups of the selection this series came from.
+    groups: Option<Arc<Groups>>,
 }
 
 impl Querier {
@@ -113,10 +214,12 @@ impl Querier {
                     max_time: c.max_time,
                     src: Src::Head(c),
                     del,
+                    group: None,
                 });
             }
         }
-        for b in &self.blocks() {
+        let mut groups = GroupsBuilder::default();
+        for (bi, b) in self.blocks().iter().enumerate() {
             let stones = b.tombstones();
             for s in b.select(ms, self.mint, self.maxt)? {
                 let dels = stones.get(&s.labels);
@@ -125,15 +228,19 @@ impl Querier {
                     let Some(del) = chunk_dels(dels, m.min_time, m.max_time) else {
                         continue;
                     };
+                    // a chunk that cannot be read is reported when it is decoded
+                    let group = b.chunk(r).ok().and_then(|c| groups.add(bi, r, c));
                     e.push(SChunk {
                         min_time: m.min_time,
                         max_time: m.max_time,
                         src: Src::Block(b.clone(), r),
                         del,
+                        group,
                     });
                 }
             }
         }
+        let groups = groups.build();
         Ok(by
             .into_iter()
             .filter(|(_, cs)| !cs.is_empty())
@@ -148,6 +255,7 @@ impl Querier {
                     mint: self.mint,
                     maxt: self.maxt,
                     overlapping,
+                    groups: groups.clone(),
                 }
             })
             .collect())
@@ -280,13 +388,8 @@ impl Series {
             if c.min_time > self.maxt {
                 break;
             }
-            let bytes = match &c.src {
-                Src::Block(b, r) => b.chunk(*r)?,
-                Src::Head(h) => h.bytes(),
-            };
-            let mut it = chunk::decode(bytes).map_err(|e| c.locate(e))?;
             let base = ts.len();
-            it.decode_into(ts, vs);
+            let stream_err = c.read_into(self.groups.as_deref(), ts, vs)?;
             let from = last.map_or(self.mint, |l| self.mint.max(l.saturating_add(1)));
             let got = &ts[base..];
             let (lo, hi) = in_range(got, from, self.maxt);
@@ -301,8 +404,8 @@ impl Series {
             if ts.len() > base {
                 last = ts.last().copied();
             }
-            if let Some(e) = it.err() {
-                return Err(c.locate(relabel(e)));
+            if let Some(e) = stream_err {
+                return Err(e);
             }
             if past {
                 break;
@@ -367,19 +470,6 @@ pub struct SeriesIter<'a> {
 }
 
 impl<'a> SeriesIter<'a> {
-    fn chunk_bytes(&mut self, c: &'a SChunk) -> Option<&'a [u8]> {
-        match &c.src {
-            Src::Block(b, r) => match b.chunk(*r) {
-                Ok(x) => Some(x),
-                Err(e) => {
-                    self.err = Some(e);
-                    None
-                }
-            },
-            Src::Head(c) => Some(c.bytes()),
-        }
-    }
-
     /// Decodes chunk `c` into the buffers (cleared first); a decoding error is kept in
     /// `pending_err` after the samples before it. `false` when the chunk cannot be read.
     fn load(&mut self, c: &'a SChunk) -> bool {
@@ -387,19 +477,13 @@ impl<'a> SeriesIter<'a> {
         self.vs.clear();
         self.pos = 0;
         self.end = 0;
-        let Some(bytes) = self.chunk_bytes(c) else {
-            return false;
-        };
-        match chunk::decode(bytes) {
-            Ok(mut it) => {
-                it.decode_into(&mut self.ts, &mut self.vs);
-                if let Some(e) = it.err() {
-                    self.pending_err = Some(c.locate(relabel(e)));
-                }
+        match c.read_into(self.s.groups.as_deref(), &mut self.ts, &mut self.vs) {
+            Ok(stream_err) => {
+                self.pending_err = stream_err;
                 true
             }
             Err(e) => {
-                self.err = Some(c.locate(e));
+                self.err = Some(e);
                 false
             }
         }

@@ -279,3 +279,90 @@ fn a_stale_row_splits_the_group() {
     // 4 members: rows 0..40 and 41..80 grouped, row 40 in 4 chunks of one sample
     assert_eq!((members, chunks), (8, 12));
 }
+
+/// Selections of some members of the groups (`+Inf` alone, one bucket, the count, every
+/// bucket, everything), over the whole range and a part of it, read in any order, each
+/// series through `decode_into`, the iterator or `seek`, some twice: every series reads its
+/// own samples (the querier opens each group once per selection and keeps what is unread).
+#[test]
+fn selected_members_read_in_any_order() {
+    use inferdb_storage::{MatchOp, Matcher};
+    let d = tempfile::tempdir().unwrap();
+    let db = Db::open(d.path(), opts()).unwrap();
+    let q = Quirks {
+        les: vec![0, 1, 2, 3, 4, 5],
+        count: true,
+        rows: 500,
+        added_at: None,
+        missing: None,
+        special: None,
+        reset: Some(300),
+    };
+    let mut series = histogram("h", "x", &q, 21);
+    series.extend(histogram("h", "y", &q, 22));
+    let want = expected(&series);
+    db.backfill(series).unwrap();
+    db.compact_history().unwrap();
+    assert!(check_blocks(&db) > 0, "no groups written");
+    let selections = [
+        vec![Matcher::equal("le", "+Inf")],
+        vec![Matcher::equal("le", "1")],
+        vec![Matcher::equal("__name__", "h_count")],
+        vec![Matcher::equal("__name__", "h_bucket")],
+        vec![Matcher::new(MatchOp::RegexMatch, "__name__", "h_.+").unwrap()],
+    ];
+    let ranges = [(i64::MIN, i64::MAX), (T0 + 100 * STEP + 1, T0 + 420 * STEP)];
+    for ms in &selections {
+        for &(mint, maxt) in &ranges {
+            for order in 0..3u64 {
+                let q = db.querier(mint, maxt).unwrap();
+                let sel = q.select(ms).unwrap();
+                assert!(!sel.is_empty());
+                let mut idx: Vec<usize> = (0..sel.len()).collect();
+                match order {
+                    0 => {}
+                    1 => idx.reverse(),
+                    _ => idx.sort_by_key(|&i| (i as u64 * 7 + 3) % sel.len() as u64),
+                }
+                // the first one again at the end
+                idx.push(idx[0]);
+                for (k, &i) in idx.iter().enumerate() {
+                    let s = &sel[i];
+                    let full = &want[s.labels()];
+                    let exp: Vec<(i64, u64)> = full
+                        .iter()
+                        .copied()
+                        .filter(|&(t, _)| t >= mint && t <= maxt)
+                        .collect();
+                    let got: Vec<(i64, u64)> = match (k + order as usize) % 3 {
+                        0 => {
+                            let (mut ts, mut vs) = (Vec::new(), Vec::new());
+                            s.decode_into(&mut ts, &mut vs).unwrap();
+                            ts.into_iter()
+                                .zip(vs)
+                                .map(|(t, v)| (t, v.to_bits()))
+                                .collect()
+                        }
+                        1 => {
+                            let mut it = s.iter();
+                            let v = it.by_ref().map(|(t, v)| (t, v.to_bits())).collect();
+                            assert!(it.err().is_none());
+                            v
+                        }
+                        _ => {
+                            // from the middle on
+                            let from = exp[exp.len() / 2].0;
+                            let mut it = s.iter();
+                            let first = it.seek(from).unwrap();
+                            let mut v = vec![(first.0, first.1.to_bits())];
+                            v.extend(it.by_ref().map(|(t, v)| (t, v.to_bits())));
+                            assert_eq!(v[..], exp[exp.len() / 2..], "{}", s.labels());
+                            exp.clone()
+                        }
+                    };
+                    assert_eq!(got, exp, "{} order {order}", s.labels());
+                }
+            }
+        }
+    }
+}

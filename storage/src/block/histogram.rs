@@ -1,6 +1,6 @@
 //! Which series of a block form a classic histogram group (see `chunk::group`): the
 //! `<name>_bucket` series that differ only in `le`, and the `<name>_count` series with their
-//! other labels: the count first, then the buckets by `le`.
+//! other labels: the count first, then the `+Inf` bucket, then the other buckets by `le`.
 
 use std::collections::BTreeMap;
 
@@ -63,7 +63,8 @@ fn group_key(l: &Labels, base: &str) -> Labels {
 }
 
 /// Splits `series` (their labels, all of one histogram name) into groups: each a list of
-/// indexes into `series`, the count then the buckets by ascending `le`. A group with two
+/// indexes into `series`, the count, the `+Inf` bucket, then the other buckets by ascending
+/// `le`. A group with two
 /// buckets of the same bound, two counts or no bucket at all is returned as single series,
 /// as is every series that is no bucket or count.
 pub(super) fn groups(series: &[&Labels]) -> Vec<Vec<usize>> {
@@ -79,12 +80,19 @@ pub(super) fn groups(series: &[&Labels]) -> Vec<Vec<usize>> {
     }
     for (_, mut ms) in by_key {
         // the count first: it is read alone most (`rate(x_count)`) and is then the group's
-        // base, decoded without any column; the buckets after it by bound
-        ms.sort_by(|a, b| match (a.1, b.1) {
-            (Role::Bucket(x), Role::Bucket(y)) => x.total_cmp(&y),
-            (Role::Count, _) => std::cmp::Ordering::Less,
-            (_, Role::Count) => std::cmp::Ordering::Greater,
-            _ => std::cmp::Ordering::Equal,
+        // base, decoded without any column; then the `+Inf` bucket, which equals the count
+        // (a column of zeros, and read alone without the other buckets' columns); the
+        // other buckets after it by bound (the lowest coded against `+Inf`, as against the
+        // count)
+        let rank = |r: Role| match r {
+            Role::Count => (0, 0.0),
+            Role::Bucket(x) if x == f64::INFINITY => (1, 0.0),
+            Role::Bucket(x) => (2, x),
+            Role::Sum => (3, 0.0),
+        };
+        ms.sort_by(|a, b| {
+            let (x, y) = (rank(a.1), rank(b.1));
+            x.0.cmp(&y.0).then(x.1.total_cmp(&y.1))
         });
         let buckets = ms.iter().filter(|m| matches!(m.1, Role::Bucket(_))).count();
         let dup = ms.windows(2).any(|w| w[0].1 == w[1].1);
@@ -127,11 +135,12 @@ mod tests {
         let refs: Vec<&Labels> = s.iter().collect();
         let mut g = groups(&refs);
         g.sort();
-        // a's count then its buckets by bound; b's duplicate bound and c's lone count apart
+        // a's count, +Inf, then its buckets by bound; b's duplicate bound and c's lone count
+        // apart
         assert_eq!(
             g,
             vec![
-                vec![3, 1, 2, 0],
+                vec![3, 0, 1, 2],
                 vec![4],
                 vec![5],
                 vec![6],

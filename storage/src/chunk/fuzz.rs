@@ -110,6 +110,14 @@ pub fn fuzz_group(data: &[u8]) {
             }
             let _ = it.seek(i64::MAX);
         }
+        // a decoder over several members: other bytes passed later are errors, never panics
+        if let Ok(mut g) = GroupDecoder::open(b, u128::from(b[0]).rotate_left(start as u32), false)
+        {
+            let (mut ts, mut vs) = (Vec::new(), Vec::new());
+            for other in (0..data.len().min(16)).rev() {
+                let _ = g.member_into(&data[other..], &mut ts, &mut vs);
+            }
+        }
     }
     let Some((&b0, rest)) = data.split_first() else {
         return;
@@ -149,12 +157,29 @@ pub fn fuzz_group(data: &[u8]) {
     match encode_group(&ts, &refs) {
         None => assert!(!exact, "an exact group was refused"),
         Some(bytes) => {
-            for (j, m) in members.iter().enumerate() {
+            let want = |j: usize| -> Vec<(i64, u64)> {
+                ts.iter()
+                    .zip(&members[j])
+                    .map(|(&t, v)| (t, v.to_bits()))
+                    .collect()
+            };
+            for j in 0..n {
                 let mut it = decode(&bytes[n - 1 - j..]).expect("own group decodes");
                 let got: Vec<(i64, u64)> = it.by_ref().map(|(t, v)| (t, v.to_bits())).collect();
-                let want: Vec<(i64, u64)> =
-                    ts.iter().zip(m).map(|(&t, v)| (t, v.to_bits())).collect();
-                assert_eq!(got, want, "member {j} changed");
+                assert_eq!(got, want(j), "member {j} changed");
+            }
+            // one decoder, the members the first byte selects wanted, every member read in
+            // an order the data gives (some twice)
+            let wanted = u128::from(b0) | u128::from(rest[0]) << 8;
+            let mut g = GroupDecoder::open(&bytes[n - 1..], wanted, true).expect("own group");
+            for k in 0..2 * n {
+                let j = (usize::from(rest[k % rest.len()]) + k) % n;
+                let (mut dt, mut dv) = (Vec::new(), Vec::new());
+                g.member_into(&bytes[n - 1 - j..], &mut dt, &mut dv)
+                    .expect("own member");
+                let got: Vec<(i64, u64)> =
+                    dt.iter().zip(&dv).map(|(&t, v)| (t, v.to_bits())).collect();
+                assert_eq!(got, want(j), "member {j} changed through a group decoder");
             }
         }
     }

@@ -59,6 +59,16 @@ pub(super) fn is_member(bytes: &[u8]) -> bool {
     bytes.first().is_some_and(|&b| b & MARKER != 0)
 }
 
+/// The position in its group of the member whose bytes start `bytes` (from its marker byte
+/// alone: the group is checked when decoded); `None` for an ordinary chunk.
+#[inline]
+pub fn member_index(bytes: &[u8]) -> Option<usize> {
+    bytes
+        .first()
+        .filter(|&&b| b & MARKER != 0)
+        .map(|&b| usize::from(b & !MARKER))
+}
+
 /// A parsed member reference.
 struct MemberRef<'a> {
     /// The member's position in its group.
@@ -230,168 +240,226 @@ fn parse_column<'a>(body: &'a [u8], pos: &mut usize, base: usize) -> Result<Colu
     Ok(c)
 }
 
-/// A group opened for decoding: timestamps, the members decoded so far and where every
-/// column's bits are.
-struct Opened {
-    /// The group's bytes (the cache compares them, so a reused address never matches).
-    group: Vec<u8>,
-    ts: Vec<i64>,
-    /// Members `0..members.len()` decoded.
-    members: Vec<Vec<f64>>,
-    /// Columns `1..`: coding, first value code, bits range in `group`.
-    columns: Vec<(ValueEncoding, u64, usize, usize)>,
+/// Where a column is: its coding, first value code and the range of its bits in the group.
+#[derive(Debug, Clone, Copy)]
+struct ColumnAt {
+    value: ValueEncoding,
+    first: u64,
+    start: usize,
+    end: usize,
 }
 
-impl Opened {
-    fn bytes(&self) -> usize {
-        self.group.len() + 8 * self.ts.len() * (1 + self.members.len())
+/// One histogram group opened for decoding its members, in any order, each column once.
+///
+/// Opening verifies the group's checksum (once) and decodes the timestamps and member 0;
+/// asking for member `j` decodes the columns up to `j` that are not decoded yet. The members
+/// a reader will still ask for (`wanted`) are kept as they are passed on the way up; the
+/// others are not. Readers that read several members of one group (the querier, for a
+/// histogram's buckets) keep one decoder per group instead of decoding each member alone.
+#[derive(Debug)]
+pub struct GroupDecoder {
+    ts: Vec<i64>,
+    /// Values of member `at`, the highest decoded so far.
+    top: Vec<f64>,
+    at: usize,
+    columns: Vec<ColumnAt>,
+    /// The group's length in bytes: later calls must pass a member of the same group.
+    len: usize,
+    /// Whether the checksum was verified (a member asked for again is decoded with the same
+    /// care).
+    verify: bool,
+    /// Members still to be asked for (bit `j`: member `j`).
+    wanted: u128,
+    /// Values of wanted members below `at`, kept when they were passed.
+    kept: Vec<Option<Vec<f64>>>,
+    /// Buffers reused for the next column.
+    spare: Vec<f64>,
+    scratch: Vec<i64>,
+}
+
+impl GroupDecoder {
+    /// Opens the group of the member whose bytes start `bytes` (from its marker): checks the
+    /// group's structure (and its checksum when `verify`), decodes the timestamps and member
+    /// 0 and reads every column's header. `wanted` has bit `j` set for each member `j` that
+    /// will be asked for.
+    pub fn open(bytes: &[u8], wanted: u128, verify: bool) -> Result<GroupDecoder, Error> {
+        let m = parse_member(bytes)?;
+        if verify {
+            verify_group_crc(&m)?;
+        }
+        let body = &m.group[m.body_start..m.body_end];
+        let off = m.group_at + m.body_start;
+        let mut pos = 0;
+        let base_len = get_uvarint(body, &mut pos).map_err(|_| corrupt(off, "bad base length"))?;
+        let base_end = usize::try_from(base_len)
+            .ok()
+            .and_then(|l| pos.checked_add(l))
+            .filter(|&e| e <= body.len())
+            .ok_or_else(|| corrupt(off, format!("base chunk of {base_len} bytes truncated")))?;
+        let base = &body[pos..base_end];
+        let p = header::parse_header(base).map_err(|e| shift(e, off + pos))?;
+        if p.total != base.len() || p.count != m.count {
+            return Err(corrupt(
+                off + pos,
+                format!(
+                    "base chunk of {} samples in {} bytes, group says {} rows in {} bytes",
+                    p.count,
+                    p.total,
+                    m.count,
+                    base.len()
+                ),
+            ));
+        }
+        let mut it = header::open_body(base, &p).map_err(|e| shift(e, off + pos))?;
+        let n = usize::from(m.count);
+        let (mut ts, mut vs) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        it.decode_into(&mut ts, &mut vs);
+        if let Some(e) = it.take_err() {
+            return Err(shift(e, off + pos));
+        }
+        pos = base_end;
+        let mut columns = Vec::with_capacity(m.members - 1);
+        for _ in 1..m.members {
+            let c = parse_column(body, &mut pos, off)?;
+            let start = c.at - m.group_at;
+            columns.push(ColumnAt {
+                value: c.value,
+                first: c.first,
+                start,
+                end: start + c.bits.len(),
+            });
+        }
+        if pos != body.len() {
+            return Err(corrupt(off + pos, "trailing bytes after the last column"));
+        }
+        Ok(GroupDecoder {
+            ts,
+            top: vs,
+            at: 0,
+            columns,
+            len: m.group.len(),
+            verify,
+            wanted,
+            kept: Vec::new(),
+            spare: Vec::new(),
+            scratch: Vec::new(),
+        })
     }
 
-    /// Decodes members until member `j` is there.
-    fn decode_to(&mut self, j: usize) -> Result<(), Error> {
+    /// The group's timestamps (every member has them all).
+    pub fn timestamps(&self) -> &[i64] {
+        &self.ts
+    }
+
+    /// Whether every member asked for in `wanted` has been asked for.
+    pub fn done(&self) -> bool {
+        self.wanted == 0
+    }
+
+    /// Appends the samples of the member whose bytes start `bytes` (a member of the group
+    /// this decoder opened) to `ts` and `vs`; returns their number. A member asked for a
+    /// second time, or one below the highest decoded that was not `wanted`, is decoded again
+    /// on its own.
+    pub fn member_into(
+        &mut self,
+        bytes: &[u8],
+        ts: &mut Vec<i64>,
+        vs: &mut Vec<f64>,
+    ) -> Result<usize, Error> {
+        let m = parse_member(bytes)?;
+        if m.group.len() != self.len || m.members != self.columns.len() + 1 {
+            return Err(corrupt(0, "not a member of the group being decoded"));
+        }
+        let j = m.member;
+        let bit = 1u128 << j;
+        let vals: &[f64] = if j == self.at {
+            &self.top
+        } else if let Some(v) = self.kept.get_mut(j).and_then(Option::take) {
+            vs.extend_from_slice(&v);
+            self.spare = v;
+            &[]
+        } else if j > self.at {
+            self.decode_to(m.group, j)
+                .map_err(|e| shift(e, m.group_at))?;
+            &self.top
+        } else {
+            let mut g = GroupDecoder::open(bytes, bit, self.verify)?;
+            g.decode_to(m.group, j).map_err(|e| shift(e, m.group_at))?;
+            vs.extend_from_slice(&g.top);
+            &[]
+        };
+        vs.extend_from_slice(vals);
+        ts.extend_from_slice(&self.ts);
+        self.wanted &= !bit;
+        Ok(self.ts.len())
+    }
+
+    /// The samples of the member whose bytes start `bytes`, taking the decoder's buffers.
+    fn into_member(mut self, bytes: &[u8]) -> Result<(Vec<i64>, Vec<f64>), Error> {
+        let m = parse_member(bytes)?;
+        self.decode_to(m.group, m.member)
+            .map_err(|e| shift(e, m.group_at))?;
+        Ok((self.ts, self.top))
+    }
+
+    /// Decodes the columns above `at` up to member `j` (`group` from its kind byte); offsets
+    /// in errors count from the group's start.
+    fn decode_to(&mut self, group: &[u8], j: usize) -> Result<(), Error> {
         let n = self.ts.len();
         let count = u16::try_from(n).unwrap_or(u16::MAX);
-        let mut scratch = Vec::with_capacity(n);
-        while self.members.len() <= j {
-            let k = self.members.len();
-            let (value, first, start, end) = *self
+        while self.at < j {
+            let k = self.at + 1;
+            let c = *self
                 .columns
                 .get(k - 1)
                 .ok_or_else(|| corrupt(0, format!("group has no member {j}")))?;
-            let bits = &self.group[start..end];
+            let bits = group
+                .get(c.start..c.end)
+                .ok_or_else(|| corrupt(c.start, "column outside the group"))?;
             let mut ci = SampleIter::new(
                 TimeEncoding::Regular,
-                value,
+                c.value,
                 count,
                 0,
                 1,
-                first,
+                c.first,
                 BitReader::new(bits, (bits.len() as u64).saturating_mul(8)),
-                start as u64,
+                c.start as u64,
             );
-            let mut col = Vec::with_capacity(n);
-            scratch.clear();
-            ci.decode_into(&mut scratch, &mut col);
+            let mut col = std::mem::take(&mut self.spare);
+            col.clear();
+            self.scratch.clear();
+            ci.decode_into(&mut self.scratch, &mut col);
             if let Some(e) = ci.take_err() {
                 return Err(e);
             }
             if col.len() != n {
-                return Err(corrupt(start, "column shorter than the group"));
+                return Err(corrupt(c.start, "column shorter than the group"));
             }
-            for (v, p) in col.iter_mut().zip(&self.members[k - 1]) {
+            for (v, p) in col.iter_mut().zip(&self.top) {
                 *v += p;
             }
-            self.members.push(col);
+            let below = std::mem::replace(&mut self.top, col);
+            if self.wanted & (1u128 << (k - 1)) != 0 {
+                if self.kept.len() < k {
+                    self.kept.resize_with(self.columns.len() + 1, || None);
+                }
+                self.kept[k - 1] = Some(below);
+            } else {
+                self.spare = below;
+            }
+            self.at = k;
         }
         Ok(())
     }
 }
 
-/// Groups opened lately by this thread, newest last: a query that reads every bucket of a
-/// histogram reads each group once per member, and each member needs the ones below it.
-struct Recent {
-    groups: Vec<Opened>,
-    bytes: usize,
-}
-
-/// Bytes of decoded groups one thread keeps.
-const RECENT_BYTES: usize = 2 << 20;
-
-thread_local! {
-    static RECENT: std::cell::RefCell<Recent> = const {
-        std::cell::RefCell::new(Recent {
-            groups: Vec::new(),
-            bytes: 0,
-        })
-    };
-}
-
-/// Parses the group's base chunk and column headers (decoding the base: member 0).
-fn open_group(m: &MemberRef<'_>) -> Result<Opened, Error> {
-    let body = &m.group[m.body_start..m.body_end];
-    let off = m.group_at + m.body_start;
-    let mut pos = 0;
-    let base_len = get_uvarint(body, &mut pos).map_err(|_| corrupt(off, "bad base length"))?;
-    let base_end = usize::try_from(base_len)
-        .ok()
-        .and_then(|l| pos.checked_add(l))
-        .filter(|&e| e <= body.len())
-        .ok_or_else(|| corrupt(off, format!("base chunk of {base_len} bytes truncated")))?;
-    let base = &body[pos..base_end];
-    let p = header::parse_header(base).map_err(|e| shift(e, off + pos))?;
-    if p.total != base.len() || p.count != m.count {
-        return Err(corrupt(
-            off + pos,
-            format!(
-                "base chunk of {} samples in {} bytes, group says {} rows in {} bytes",
-                p.count,
-                p.total,
-                m.count,
-                base.len()
-            ),
-        ));
-    }
-    let mut it = header::open_body(base, &p).map_err(|e| shift(e, off + pos))?;
-    let n = usize::from(m.count);
-    let (mut ts, mut vs) = (Vec::with_capacity(n), Vec::with_capacity(n));
-    it.decode_into(&mut ts, &mut vs);
-    if let Some(e) = it.take_err() {
-        return Err(shift(e, off + pos));
-    }
-    pos = base_end;
-    let mut columns = Vec::with_capacity(m.members - 1);
-    for _ in 1..m.members {
-        let c = parse_column(body, &mut pos, off)?;
-        let start = c.at - m.group_at;
-        columns.push((c.value, c.first, start, start + c.bits.len()));
-    }
-    if pos != body.len() {
-        return Err(corrupt(off + pos, "trailing bytes after the last column"));
-    }
-    Ok(Opened {
-        group: m.group.to_vec(),
-        ts,
-        members: vec![vs],
-        columns,
-    })
-}
-
-/// Decodes the group member at the start of `bytes` into an iterator over its samples
-/// (decoded at once: member `j` needs the columns of members `0..=j`). `verify` checks the
-/// group's checksum; verified groups are kept in a small per-thread cache, so that reading
-/// the other members of a group read lately costs a copy.
+/// Decodes the group member at the start of `bytes` on its own (member `j` needs the
+/// columns of members `0..=j`); `verify` checks the group's checksum. Readers of several
+/// members of one group use a [`GroupDecoder`].
 pub(super) fn decode_member(bytes: &[u8], verify: bool) -> Result<SampleIter<'static>, Error> {
-    let m = parse_member(bytes)?;
-    if !verify {
-        let mut g = open_group(&m)?;
-        g.decode_to(m.member)?;
-        let vs = g.members.swap_remove(m.member);
-        return Ok(SampleIter::materialized(g.ts, vs));
-    }
-    verify_group_crc(&m)?;
-    RECENT.with(|r| {
-        let mut r = r.borrow_mut();
-        let hit = r.groups.iter().rposition(|g| g.group == m.group);
-        let mut g = match hit {
-            Some(i) => {
-                let g = r.groups.remove(i);
-                r.bytes -= g.bytes();
-                g
-            }
-            None => open_group(&m)?,
-        };
-        let res = g.decode_to(m.member);
-        let out = res.map(|()| SampleIter::materialized(g.ts.clone(), g.members[m.member].clone()));
-        if out.is_ok() {
-            r.bytes += g.bytes();
-            r.groups.push(g);
-            while r.bytes > RECENT_BYTES && r.groups.len() > 1 {
-                let old = r.groups.remove(0);
-                r.bytes -= old.bytes();
-            }
-        }
-        out
-    })
+    let (ts, vs) = GroupDecoder::open(bytes, 0, verify)?.into_member(bytes)?;
+    Ok(SampleIter::materialized(ts, vs))
 }
 
 /// Moves a chunk error's offset by `by` bytes (errors of the base chunk, whose offsets count
@@ -482,10 +550,13 @@ pub fn encode_group(ts: &[i64], members: &[&[f64]]) -> Option<Vec<u8>> {
     let crc = crc32fast::hash(&out[g..]);
     out.extend_from_slice(&crc.to_le_bytes());
     // lossless or nothing: every member must decode to its exact bits
+    let all = u128::MAX >> (128 - n);
+    let mut g = GroupDecoder::open(&out[n - 1..], all, true).ok()?;
+    let (mut dt, mut dv) = (Vec::new(), Vec::new());
     for (j, m) in members.iter().enumerate() {
-        let mut it = decode_member(&out[n - 1 - j..], true).ok()?;
-        let (mut dt, mut dv) = (Vec::new(), Vec::new());
-        it.decode_into(&mut dt, &mut dv);
+        dt.clear();
+        dv.clear();
+        g.member_into(&out[n - 1 - j..], &mut dt, &mut dv).ok()?;
         if dt != ts
             || dv
                 .iter()
