@@ -74,9 +74,29 @@ pub fn push_float<W: TextSink + ?Sized>(out: &mut W, v: f64, fmt: FloatFormat) {
         out.put_ascii(t.as_bytes());
         return;
     }
+    let abs = v.abs();
+    // Integral values below 1e15 (gauges, counters, counts): their shortest digits are the
+    // integer's, in plain notation in every layout but `'e'` (and `'g'` from 1e6 on).
+    let int_limit = match fmt {
+        FloatFormat::G => 1e6,
+        FloatFormat::F | FloatFormat::Json => 1e15,
+        FloatFormat::E => 0.0,
+    };
+    if abs < int_limit && abs.trunc() == abs {
+        if v.is_sign_negative() {
+            out.put_byte(b'-');
+        }
+        push_u64(out, abs as u64);
+        return;
+    }
+    push_float_shortest(out, v, fmt);
+}
+
+/// [`push_float`] for a finite `v` through zmij's shortest digits.
+fn push_float_shortest<W: TextSink + ?Sized>(out: &mut W, v: f64, fmt: FloatFormat) {
+    let abs = v.abs();
     let mut buf = zmij::Buffer::new();
     let r = buf.format_finite(v).as_bytes();
-    let abs = v.abs();
     // zmij writes plain decimals (`12.5`, `3.0`, `0.00123`) for 1e-5 <= |v| < 1e16 and for
     // zero: the common case, where Go's plain notation differs only by the `.0` of integers.
     let plain_range = match fmt {
@@ -310,6 +330,34 @@ mod tests {
             (f64::NEG_INFINITY, "-Inf"),
         ] {
             assert_eq!(format_float(v, FloatFormat::E), go, "{v:e}");
+        }
+    }
+
+    /// The integral fast path writes what the shortest-digits path writes.
+    #[test]
+    fn integers_as_the_shortest_digits() {
+        let mut vals = vec![0.0, -0.0, 1.0, -1.0, 9.0, 10.0, 99.0, 100.0, 65535.0];
+        for e in 0..=16 {
+            let p = 10f64.powi(e);
+            vals.extend([p - 1.0, p, p + 1.0, 2.0 * p, 9.5 * p]);
+        }
+        vals.extend([999_999.0, 1_000_001.0, 9_007_199_254_740_991.0, 4.833385e6]);
+        let mut x = 0x9e37_79b9_7f4a_7c15_u64;
+        for _ in 0..10_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            vals.push((x >> (x % 60)) as f64);
+        }
+        for v in vals {
+            for w in [v, -v] {
+                for fmt in [G, F, Json, FloatFormat::E] {
+                    let (mut fast, mut slow) = (String::new(), String::new());
+                    push_float(&mut fast, w, fmt);
+                    push_float_shortest(&mut slow, w, fmt);
+                    assert_eq!(fast, slow, "{w:e} {fmt:?}");
+                }
+            }
         }
     }
 

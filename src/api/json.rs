@@ -122,6 +122,20 @@ pub fn push_scalar<W: TextSink + ?Sized>(out: &mut W, t_ms: i64, v: f64) {
 }
 
 fn push_pair<W: TextSink + ?Sized>(out: &mut W, t_ms: i64, v: f64, plain: bool) {
+    if !plain {
+        // a sample value takes at most 24 bytes in the JSON layout and a timestamp 24: the
+        // pair is laid out on the stack and appended at once (one capacity check per point)
+        let mut p = PointBuf::default();
+        p.put_byte(b'[');
+        push_timestamp(&mut p, t_ms);
+        p.put_ascii(b",\"");
+        push_float(&mut p, v, FloatFormat::Json);
+        p.put_ascii(b"\"]");
+        if let Some(b) = p.bytes() {
+            out.put_ascii(b);
+            return;
+        }
+    }
     out.put_byte(b'[');
     push_timestamp(out, t_ms);
     out.put_ascii(b",\"");
@@ -135,6 +149,47 @@ fn push_pair<W: TextSink + ?Sized>(out: &mut W, t_ms: i64, v: f64, plain: bool) 
         },
     );
     out.put_ascii(b"\"]");
+}
+
+/// A point's text on the stack; [`PointBuf::bytes`] is `None` if it did not fit.
+struct PointBuf {
+    buf: [u8; 64],
+    len: usize,
+    overflow: bool,
+}
+
+impl Default for PointBuf {
+    fn default() -> Self {
+        PointBuf {
+            buf: [0; 64],
+            len: 0,
+            overflow: false,
+        }
+    }
+}
+
+impl PointBuf {
+    fn bytes(&self) -> Option<&[u8]> {
+        (!self.overflow).then(|| &self.buf[..self.len])
+    }
+}
+
+impl TextSink for PointBuf {
+    fn put(&mut self, s: &str) {
+        self.put_ascii(s.as_bytes());
+    }
+    fn put_ascii(&mut self, b: &[u8]) {
+        match self.buf.get_mut(self.len..self.len + b.len()) {
+            Some(dst) => {
+                dst.copy_from_slice(b);
+                self.len += b.len();
+            }
+            None => self.overflow = true,
+        }
+    }
+    fn put_byte(&mut self, b: u8) {
+        self.put_ascii(&[b]);
+    }
 }
 
 /// Appends a JSON array of strings.
@@ -336,5 +391,28 @@ mod tests {
         push_labels(&mut s, &l);
         push_point(&mut s, 1500, 3.0);
         assert_eq!(s, r#"{"__name__":"vllm:x","model_name":"a/b"}[1.500,"3"]"#);
+    }
+
+    /// The widest timestamps and values fit the point's stack buffer and come out whole.
+    #[test]
+    fn widest_points() {
+        for t in [i64::MIN, i64::MAX, -1, 0, 1_796_083_200_123] {
+            for v in [
+                -1.2345678901234567e-300,
+                f64::MIN,
+                -0.000_001_234_567_890_123_456_7,
+                f64::NAN,
+                f64::NEG_INFINITY,
+                -123_456_789_012_345.6,
+            ] {
+                let mut s = String::new();
+                push_point(&mut s, t, v);
+                let want = format!("[{},\"{}\"]", format_timestamp(t), format_float(v));
+                assert_eq!(s, want);
+                let mut b = Vec::new();
+                push_point(&mut b, t, v);
+                assert_eq!(b, want.as_bytes());
+            }
+        }
     }
 }

@@ -209,14 +209,20 @@ impl ResultCache {
                 e.tick = inner.tick;
                 inner.lru.insert(e.tick, key.clone());
                 let last = e.last.min(end);
+                // room for the steps still to come, so that appending them does not copy
+                let more = usize::try_from((end - last) / key.step.max(1)).unwrap_or(0);
                 let series: Vec<MatrixSeries> = e
                     .series
                     .iter()
                     .filter_map(|s| {
                         let pts = cut(&s.samples, start, last);
-                        (!pts.is_empty()).then(|| MatrixSeries {
-                            labels: s.labels.clone(),
-                            samples: pts.to_vec(),
+                        (!pts.is_empty()).then(|| {
+                            let mut samples = Vec::with_capacity(pts.len() + more.min(pts.len()));
+                            samples.extend_from_slice(pts);
+                            MatrixSeries {
+                                labels: s.labels.clone(),
+                                samples,
+                            }
                         })
                     })
                     .collect();
