@@ -203,6 +203,7 @@ fn merge_into(
     }
 
     let mut w = BlockWriter::new(parent)?;
+    w.set_chunk_samples(crate::block::COMPACTED_CHUNK_SAMPLES);
     let res = (|| -> Result<()> {
         for (labels, mut chunks) in all {
             let dels: Vec<Option<&Intervals>> = if any_stones {

@@ -98,6 +98,19 @@ fn adjacent_blocks_compact_keeping_every_sample() {
     let c = open(p, &out);
     assert!(c.check().unwrap().is_empty());
     assert_eq!(read_block(&c), want);
+    // the 120-sample chunks of the inputs (480 samples per series and block) are merged
+    // into chunks of up to COMPACTED_CHUNK_SAMPLES (960) in the output
+    let max = inferdb_storage::block::COMPACTED_CHUNK_SAMPLES;
+    for s in c.select(&[], i64::MIN, i64::MAX).unwrap() {
+        let n: Vec<usize> = s
+            .chunks
+            .iter()
+            .map(|(m, _)| m.num_samples as usize)
+            .collect();
+        assert!(n.iter().all(|&k| k <= max), "{n:?}");
+        let total: usize = n.iter().sum();
+        assert_eq!(n.len(), total.div_ceil(max), "{}: {n:?}", s.labels);
+    }
 
     // Caller deletes the sources; the compacted block remains readable.
     for m in &metas[..3] {
@@ -156,7 +169,7 @@ fn overlapping_blocks_merge_samples_per_series() {
     // Re-encoded chunks respect the chunk size limit.
     for s in c.select(&[], i64::MIN, i64::MAX).unwrap() {
         for (m, _) in &s.chunks {
-            assert!(m.num_samples as usize <= inferdb_storage::chunk::MAX_SAMPLES_PER_CHUNK);
+            assert!(m.num_samples as usize <= inferdb_storage::block::COMPACTED_CHUNK_SAMPLES);
         }
         for w in s.chunks.windows(2) {
             assert!(

@@ -28,6 +28,13 @@ use crate::chunk::{self as chunk_api, ChunkMeta, ChunkWriter, MAX_SAMPLES_PER_CH
 /// its timestamps and column headers among its members (an hour of 15 s scrapes).
 pub const GROUP_ROWS: usize = 240;
 
+/// Samples per chunk in compaction output (histogram groups: twice as many rows). Larger
+/// than the head's [`MAX_SAMPLES_PER_CHUNK`]: on 24 h of imported vLLM history (issue #20,
+/// `benches/compare_import_size.sh`) chunks of 960 took the folder from 15.84 to 13.43 MB
+/// (index 1.57 to 0.50 MB, fewer chunk headers) and decoded every series through the querier
+/// at 337 instead of 227 M samples/s; a short range reads more samples of one chunk.
+pub const COMPACTED_CHUNK_SAMPLES: usize = 960;
+
 /// Chunk bytes of one histogram's series a [`BlockWriter`] holds before grouping them.
 const MAX_PENDING_BYTES: usize = 64 << 20;
 
@@ -143,6 +150,8 @@ pub struct BlockWriter {
     pending_bytes: usize,
     /// Whether classic histograms are stored as groups.
     group_histograms: bool,
+    /// Samples per chunk written ([`MAX_SAMPLES_PER_CHUNK`] unless set).
+    chunk_samples: usize,
 }
 
 impl BlockWriter {
@@ -163,6 +172,7 @@ impl BlockWriter {
             pending_name: String::new(),
             pending_bytes: 0,
             group_histograms: true,
+            chunk_samples: MAX_SAMPLES_PER_CHUNK,
         })
     }
 
@@ -170,6 +180,14 @@ impl BlockWriter {
     /// count of each classic histogram (the default; for comparisons and tests).
     pub fn set_group_histograms(&mut self, on: bool) {
         self.group_histograms = on;
+    }
+
+    /// Writes chunks of up to `samples` samples (histogram groups of twice as many rows as
+    /// with [`MAX_SAMPLES_PER_CHUNK`]); shorter chunks added are merged and re-encoded. For
+    /// compacted history: fewer, larger chunks take fewer bytes (each chunk has a header and
+    /// an index entry per series) at the cost of decoding more samples for a short range.
+    pub fn set_chunk_samples(&mut self, samples: usize) {
+        self.chunk_samples = samples.clamp(1, chunk_api::MAX_ENCODED_SAMPLES / 2);
     }
 
     /// The id the block will have.
@@ -224,38 +242,47 @@ impl BlockWriter {
     }
 
     /// Adds a series with chunks of its own; group members (from a block being compacted)
-    /// are re-encoded as ordinary chunks.
+    /// are re-encoded as ordinary chunks, and so are chunks shorter than the writer's
+    /// [`chunk size`](BlockWriter::set_chunk_samples), merged with their neighbours.
     fn add_single<'a>(
         &mut self,
         labels: Labels,
         chunks: impl IntoIterator<Item = &'a [u8]>,
     ) -> Result<()> {
         let mut out = Vec::new();
+        // samples being re-encoded into chunks of up to `chunk_samples`
+        let mut w = ChunkWriter::new();
         for c in chunks {
             let n = chunk_api::encoded_len(c)?;
             let c = c.get(..n).ok_or_else(|| {
                 Error::corrupt("chunk", "", 0, "encoded length exceeds the buffer")
             })?;
-            if chunk_api::group_member(c).is_some() {
+            // group members, and with larger chunks than the head's the shorter ones
+            let recode = chunk_api::group_member(c).is_some()
+                || (self.chunk_samples > MAX_SAMPLES_PER_CHUNK
+                    && usize::from(chunk_api::header(c)?.num_samples) < self.chunk_samples);
+            if recode {
                 let mut it = chunk_api::decode(c)?;
-                let mut w = ChunkWriter::new();
                 for (t, v) in it.by_ref() {
+                    if w.len() >= self.chunk_samples {
+                        self.append_chunk(&w.finish(), &mut out)?;
+                        w.reset();
+                    }
                     w.append(t, v);
                 }
                 if let Some(e) = it.take_err() {
                     return Err(e);
                 }
-                if !w.is_empty() {
-                    let c = w.finish();
-                    out.push((chunk_api::meta(&c)?, self.chunks.append(&c)?));
-                }
                 continue;
             }
-            let m = chunk_api::meta(c)?;
-            if m.num_samples == 0 {
-                continue;
+            if !w.is_empty() {
+                self.append_chunk(&w.finish(), &mut out)?;
+                w.reset();
             }
-            out.push((m, self.chunks.append(c)?));
+            self.append_chunk(c, &mut out)?;
+        }
+        if !w.is_empty() {
+            self.append_chunk(&w.finish(), &mut out)?;
         }
         if !out.is_empty() {
             self.series.push((labels, out));
@@ -263,9 +290,20 @@ impl BlockWriter {
         Ok(())
     }
 
+    /// Appends chunk `c` to the chunk files and its entry to `out` (nothing for an empty
+    /// chunk).
+    fn append_chunk(&mut self, c: &[u8], out: &mut Vec<(ChunkMeta, u64)>) -> Result<()> {
+        let m = chunk_api::meta(c)?;
+        if m.num_samples > 0 {
+            out.push((m, self.chunks.append(c)?));
+        }
+        Ok(())
+    }
+
     /// Writes the held histogram series: each group whose members share their timestamps as
-    /// group chunks of up to [`GROUP_ROWS`] rows (rows a group cannot code exactly
-    /// as chunks of each member's own), everything else series by series.
+    /// group chunks of up to [`GROUP_ROWS`] rows (scaled with the writer's chunk size; rows
+    /// a group cannot code exactly as chunks of each member's own), everything else series
+    /// by series.
     fn flush_pending(&mut self) -> Result<()> {
         let pending = std::mem::take(&mut self.pending);
         self.pending_bytes = 0;
@@ -322,9 +360,9 @@ impl BlockWriter {
             let good = groupable(start);
             let mut end = start + 1;
             let cap = if good {
-                GROUP_ROWS
+                self.chunk_samples * GROUP_ROWS / MAX_SAMPLES_PER_CHUNK
             } else {
-                MAX_SAMPLES_PER_CHUNK
+                self.chunk_samples
             };
             while end < ts.len() && end - start < cap && groupable(end) == good {
                 end += 1;
