@@ -196,10 +196,19 @@ parts() { # dir -> "total blocks nblocks wal chunks_head other"
 	done
 	echo "$total $blocks $nb $wal $ch $other"
 }
-block_ranges() { # dir
+block_ranges() { # dir: each block's range, samples, index and chunk bytes (both meta.json layouts)
 	for m in "$1"/*/meta.json; do
 		[ -f "$m" ] || continue
-		python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); print("    block %s: %d .. %d ms (%.2f h), %d samples" % (m["ulid"], m["minTime"], m["maxTime"], (m["maxTime"]-m["minTime"])/3.6e6, m["stats"]["numSamples"]))' "$m"
+		python3 - "$m" <<'PY'
+import json, os, sys
+p = sys.argv[1]
+d = os.path.dirname(p)
+m = json.load(open(p))
+lo, hi = m.get("minTime", m.get("min_time")), m.get("maxTime", m.get("max_time"))
+n = m["stats"]["numSamples"] if "stats" in m else m["num_samples"]
+ch = sum(os.path.getsize(os.path.join(d, "chunks", f)) for f in os.listdir(os.path.join(d, "chunks")))
+print(f"    block {os.path.basename(d)}: {lo} .. {hi} ms ({(hi - lo) / 3.6e6:.2f} h), {n} samples, index {os.path.getsize(os.path.join(d, 'index'))} B, chunks {ch} B")
+PY
 	done
 }
 
