@@ -97,9 +97,6 @@ impl Val {
 pub(crate) struct Loaded {
     pub(crate) metric: Metric,
     pub(crate) points: Vec<FPoint>,
-    /// Whether any point is a staleness marker (windows of series without any need no
-    /// filtering).
-    pub(crate) has_stale: bool,
 }
 
 pub(crate) type EvalResult<T> = Result<T, QueryError>;
@@ -364,11 +361,9 @@ impl<'a> Evaluator<'a> {
                 return Err(QueryError::Storage(crate::storage::StorageError::Other(e)));
             }
             if !points.is_empty() {
-                let has_stale = points.iter().any(|p| inferdb_storage::is_stale_nan(p.f));
                 out.push(Loaded {
                     metric: std::sync::Arc::new(s.labels),
                     points,
-                    has_stale,
                 });
             }
         }
@@ -423,8 +418,6 @@ impl<'a> Evaluator<'a> {
                             s.points.truncate(cut);
                             s.points.append(&mut l.points);
                             l.points = s.points;
-                            l.has_stale =
-                                l.points.iter().any(|p| inferdb_storage::is_stale_nan(p.f));
                         }
                     }
                     None => {

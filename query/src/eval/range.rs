@@ -760,7 +760,6 @@ impl Block<'_, '_> {
         let first_ref = self.from - offset;
         let last_ref = self.ts(self.steps - 1) - offset;
         let mut out = Vec::new();
-        let mut resets: Vec<u32> = Vec::new();
         let mut buf: Vec<FPoint> = Vec::new();
         for l in loaded.iter() {
             self.ev.check_limits_now()?;
@@ -798,20 +797,12 @@ impl Block<'_, '_> {
                 continue;
             }
             let (mut lo, mut hi) = (base, base);
-            // Counter resets before each point (from `base`): a window without any needs
-            // no scan for `rate`/`increase`.
-            let fast = extrapolated && !l.has_stale;
-            if fast && is_counter {
-                resets.clear();
-                let mut n = 0u32;
-                resets.push(0);
-                for w in pts[base..end].windows(2) {
-                    if w[1].f < w[0].f {
-                        n += 1;
-                    }
-                    resets.push(n);
-                }
-            }
+            // As `hi` advances: the newest point below it that is lower than the one
+            // before it (a counter reset; 0 for none yet) and one past the newest
+            // staleness marker below it (0 for none), so that a window `[lo, hi)` knows in
+            // O(1) whether it holds either: a window without needs no scan for
+            // `rate`/`increase`/`delta`.
+            let (mut last_reset, mut stale_end) = (0usize, 0usize);
             let mut col = self.new_col(l.metric.clone(), !keep_name);
             let mut first_present = None;
             for k in 0..self.steps {
@@ -819,6 +810,13 @@ impl Block<'_, '_> {
                 let reft = ts - offset;
                 let wstart = reft - range;
                 while hi < end && pts[hi].t <= reft {
+                    let f = pts[hi].f;
+                    if hi > base && f < pts[hi - 1].f {
+                        last_reset = hi;
+                    }
+                    if is_stale_nan(f) {
+                        stale_end = hi + 1;
+                    }
                     hi += 1;
                 }
                 while lo < hi && pts[lo].t <= wstart {
@@ -827,12 +825,13 @@ impl Block<'_, '_> {
                 if lo >= hi {
                     continue;
                 }
-                let v = if fast {
+                let stale = stale_end > lo;
+                let v = if extrapolated && !stale {
                     let window = &pts[lo..hi];
                     self.held[k] += window.len();
                     if window.len() < 2 {
                         None
-                    } else if is_counter && resets[hi - 1 - base] != resets[lo - base] {
+                    } else if is_counter && last_reset > lo {
                         extrapolated_rate(window, wstart, reft, range, is_counter, is_rate)
                     } else {
                         let first = window[0];
@@ -851,7 +850,7 @@ impl Block<'_, '_> {
                     }
                 } else {
                     let mut window = &pts[lo..hi];
-                    if l.has_stale && window.iter().any(|p| is_stale_nan(p.f)) {
+                    if stale {
                         buf.clear();
                         buf.extend(window.iter().filter(|p| !is_stale_nan(p.f)));
                         window = &buf;

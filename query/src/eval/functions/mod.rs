@@ -344,7 +344,7 @@ fn eval_matrix_call(
                 continue;
             }
             let mut window = &l.points[lo..hi];
-            if l.has_stale && window.iter().any(|p| inferdb_storage::is_stale_nan(p.f)) {
+            if window.iter().any(|p| inferdb_storage::is_stale_nan(p.f)) {
                 buf.clear();
                 buf.extend(
                     window

@@ -107,6 +107,12 @@ pub fn instant_value(pts: &[FPoint], is_rate: bool) -> Option<f64> {
 
 /// Least-squares slope and intercept at `intercept_time` (ms), with Kahan sums.
 pub fn linear_regression(pts: &[FPoint], intercept_time: i64) -> (f64, f64) {
+    linear_regression_whole_seconds(pts, intercept_time)
+        .unwrap_or_else(|| linear_regression_kahan(pts, intercept_time))
+}
+
+/// [`linear_regression`] with all four sums Kahan-summed (any timestamps).
+fn linear_regression_kahan(pts: &[FPoint], intercept_time: i64) -> (f64, f64) {
     let (mut n, mut sum_x, mut c_x, mut sum_y, mut c_y) = (0.0, 0.0, 0.0, 0.0, 0.0);
     let (mut sum_xy, mut c_xy, mut sum_x2, mut c_x2) = (0.0, 0.0, 0.0, 0.0);
     let init_y = pts[0].f;
@@ -137,6 +143,55 @@ pub fn linear_regression(pts: &[FPoint], intercept_time: i64) -> (f64, f64) {
     let slope = cov_xy / var_x;
     let intercept = sum_y / n - slope * sum_x / n;
     (slope, intercept)
+}
+
+/// [`linear_regression`] when every point lies a whole number of seconds from
+/// `intercept_time` (regular scrapes and `deriv`, whose intercept is the window's first
+/// point) and `n * max |x|^2 < 2^53`: then every x is an integer, every partial sum of x and
+/// of x^2 is exact, their Kahan corrections stay +0, and the two sums are the integer sums,
+/// computed here as such; y and xy are Kahan-summed as there. The same result to the bit.
+fn linear_regression_whole_seconds(pts: &[FPoint], intercept_time: i64) -> Option<(f64, f64)> {
+    let mut max_abs = 0i64;
+    for p in pts {
+        let d = p.t.checked_sub(intercept_time)?;
+        if d % 1000 != 0 {
+            return None;
+        }
+        max_abs = max_abs.max((d / 1000).abs());
+    }
+    if (max_abs as i128) * (max_abs as i128) * (pts.len() as i128) >= 1 << 53 {
+        return None;
+    }
+    let (mut sum_x, mut sum_x2) = (0i64, 0i64);
+    let (mut sum_y, mut c_y, mut sum_xy, mut c_xy) = (0.0, 0.0, 0.0, 0.0);
+    let init_y = pts[0].f;
+    let mut const_y = true;
+    for (i, p) in pts.iter().enumerate() {
+        if const_y && i > 0 && p.f != init_y {
+            const_y = false;
+        }
+        let xi = (p.t - intercept_time) / 1000;
+        let x = xi as f64;
+        sum_x += xi;
+        sum_x2 += xi * xi;
+        (sum_y, c_y) = kahan_inc(p.f, sum_y, c_y);
+        (sum_xy, c_xy) = kahan_inc(x * p.f, sum_xy, c_xy);
+    }
+    if const_y {
+        if init_y.is_infinite() {
+            return Some((f64::NAN, f64::NAN));
+        }
+        return Some((0.0, init_y));
+    }
+    let n = pts.len() as f64;
+    let (sum_x, sum_x2) = (sum_x as f64, sum_x2 as f64);
+    sum_y += c_y;
+    sum_xy += c_xy;
+    let cov_xy = sum_xy - sum_x * sum_y / n;
+    let var_x = sum_x2 - sum_x * sum_x / n;
+    let slope = cov_xy / var_x;
+    let intercept = sum_y / n - slope * sum_x / n;
+    Some((slope, intercept))
 }
 
 /// `deriv`: the per-second slope of the least-squares line.
@@ -209,6 +264,49 @@ mod tests {
         // sampled 60 s, start gap 60 s >= 66 s? no: threshold 66, so extrapolate fully.
         assert!((d - (-6.0 * 2.0)).abs() < 1e-9);
         assert!(extrapolated_rate(&p[..1], 0, 1, 1, false, false).is_none());
+    }
+
+    #[test]
+    fn whole_seconds_regression_equals_kahan_regression() {
+        // xorshift: values of all magnitudes and signs (where Kahan's correction matters),
+        // repeated values, whole-second offsets with gaps, intercepts before and inside
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut fast = 0;
+        for case in 0..5000 {
+            let n = 2 + (next() % 60) as usize;
+            let mut t = 1_700_000_000_000i64 + (next() % 100) as i64 * 1000;
+            let mut p = Vec::with_capacity(n);
+            for _ in 0..n {
+                let r = next();
+                let f = match r % 5 {
+                    0 => (r >> 8) as f64 / 1e3,
+                    1 => ((r >> 8) % 7) as f64,
+                    2 => -((r >> 11) as f64) * 1e-9,
+                    3 => f64::from_bits(0x4000_0000_0000_0000 | (r >> 12)) * 1e12,
+                    _ => 0.1 * (r % 1000) as f64,
+                };
+                p.push(FPoint { t, f });
+                t += 1000 * (1 + (next() % 30) as i64);
+            }
+            let intercept = if case % 2 == 0 { p[0].t } else { p[n / 2].t };
+            if linear_regression_whole_seconds(&p, intercept).is_some() {
+                fast += 1;
+            }
+            let (a, b) = linear_regression(&p, intercept);
+            let (x, y) = linear_regression_kahan(&p, intercept);
+            assert_eq!(a.to_bits(), x.to_bits(), "slope, case {case}: {p:?}");
+            assert_eq!(b.to_bits(), y.to_bits(), "intercept, case {case}: {p:?}");
+        }
+        assert_eq!(fast, 5000);
+        // not whole seconds apart: the Kahan sums
+        let p = pts(&[(0, 1.0), (1500, 2.0), (3000, 4.0)]);
+        assert!(linear_regression_whole_seconds(&p, 0).is_none());
     }
 
     #[test]
