@@ -27,6 +27,11 @@
 #   benches/rules_cost.sh [WORKDIR]                       # default /tmp/inferdb-rules-cost
 #   SERVERS=200 RECORD=1000 ALERTS=200 SCRAPE=15 EVAL=60 WARMUP=90 DURATION=240 benches/rules_cost.sh
 #   INFERDB_BIN=path/to/inferdb ...   skip the cargo build
+#   DISTINCT=1 ...                    give every rule its own selectors: each `vllm:` metric
+#                                     of rule i reads `{instance!="rule-i"}` (the same series,
+#                                     a selector no other rule has), so no two rules of a group
+#                                     share a selection; without it the rules repeat 10 + 4
+#                                     expression shapes, which inferdb's shared selections favour
 #   RULES_ONLY=1 ...                  write WORKDIR/rules.yml and stop (for profiling harnesses)
 set -euo pipefail
 
@@ -81,20 +86,28 @@ ALRT=(
 	'histogram_quantile(0.95, sum by (instance, model_name, le) (rate(vllm:time_to_first_token_seconds_bucket[5m]))) > 0.%02d'
 	'sum by (instance, model_name) (vllm:num_requests_waiting) >= %d'
 )
+# the expression of rule $1 (0..RECORD+ALERTS): $2 as is, or with its own selectors
+own() {
+	if [ -n "${DISTINCT:-}" ]; then
+		sed -E "s/(vllm:[a-z0-9_]+)/\1{instance!=\"rule-$1\"}/g" <<<"$2"
+	else
+		echo "$2"
+	fi
+}
 {
 	echo "groups:"
 	for ((i = 0; i < RECORD; i++)); do
 		if ((i % 100 == 0)); then
 			printf '  - name: record-%d\n    rules:\n' $((i / 100))
 		fi
-		printf '      - record: bench:rec_%d\n        expr: %s\n' "$i" "${RECS[i % ${#RECS[@]}]}"
+		printf '      - record: bench:rec_%d\n        expr: %s\n' "$i" "$(own "$i" "${RECS[i % ${#RECS[@]}]}")"
 	done
 	for ((i = 0; i < ALERTS; i++)); do
 		if ((i % 100 == 0)); then
 			printf '  - name: alert-%d\n    rules:\n' $((i / 100))
 		fi
 		# shellcheck disable=SC2059
-		expr=$(printf "${ALRT[i % ${#ALRT[@]}]}" $((i % 50)))
+		expr=$(own $((RECORD + i)) "$(printf "${ALRT[i % ${#ALRT[@]}]}" $((i % 50)))")
 		printf '      - alert: BenchAlert%d\n        expr: %s\n        for: 1m\n' "$i" "$expr"
 		printf '        labels:\n          severity: warning\n'
 		printf '        annotations:\n          summary: "{{ $labels.instance }} ({{ $labels.model_name }}) at {{ $value | humanize }}"\n'
@@ -146,21 +159,21 @@ run() { # $1: with|without
 	wait_ready "$IPORT"
 	wait_ready "$PPORT"
 	sleep "$WARMUP"
-	# the counters are read just before and just after the CPU, so the three readings of a
-	# server cover the same window
+	# each server's counters are read next to its CPU, so its three readings cover the same
+	# window even when the other server is slow to answer /metrics
 	local ie0 pe0 im0 pm0 ic0 pc0 ie1 pe1 im1 pm1 ic1 pc1
 	ie0=$(metric "$IPORT" prometheus_rule_evaluations_total)
-	pe0=$(metric "$PPORT" prometheus_rule_evaluations_total)
 	im0=$(metric "$IPORT" prometheus_rule_group_iterations_missed_total)
-	pm0=$(metric "$PPORT" prometheus_rule_group_iterations_missed_total)
 	ic0=$(cpu "$ipid")
+	pe0=$(metric "$PPORT" prometheus_rule_evaluations_total)
+	pm0=$(metric "$PPORT" prometheus_rule_group_iterations_missed_total)
 	pc0=$(cpu "$ppid")
 	sleep "$DURATION"
 	ic1=$(cpu "$ipid")
-	pc1=$(cpu "$ppid")
 	ie1=$(metric "$IPORT" prometheus_rule_evaluations_total)
-	pe1=$(metric "$PPORT" prometheus_rule_evaluations_total)
 	im1=$(metric "$IPORT" prometheus_rule_group_iterations_missed_total)
+	pc1=$(cpu "$ppid")
+	pe1=$(metric "$PPORT" prometheus_rule_evaluations_total)
 	pm1=$(metric "$PPORT" prometheus_rule_group_iterations_missed_total)
 	local ihwm phwm
 	ihwm=$(awk '/VmHWM/ {print $2}' "/proc/$ipid/status")
@@ -180,7 +193,7 @@ echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 GROUPS_N=$(((RECORD + 99) / 100 + (ALERTS + 99) / 100))
 RULES_N=$((RECORD + ALERTS))
 echo
-echo "$SERVERS targets scraped every ${SCRAPE}s; $RECORD recording + $ALERTS alerting rules in $GROUPS_N groups every ${EVAL}s; ${DURATION}s measured after ${WARMUP}s"
+echo "$SERVERS targets scraped every ${SCRAPE}s; $RECORD recording + $ALERTS alerting rules in $GROUPS_N groups every ${EVAL}s${DISTINCT:+ (a distinct selector per rule)}; ${DURATION}s measured after ${WARMUP}s"
 printf '%-11s %10s %9s %8s %7s %9s %7s %7s\n' server cpu_with_s cpu_wo_s added_s rounds ms/round missed rss_MB
 for srv in inferdb prometheus; do
 	read -r _ _ cw ew mw hw < <(grep "^with $srv " "$W/results.out")

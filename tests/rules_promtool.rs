@@ -319,3 +319,49 @@ fn junit_xml_output() {
         assert_eq!(failing, s.contains("<failure>"), "{s}");
     }
 }
+
+/// Template errors in alert annotations read as promtool 2.42 writes them
+/// (`<error expanding template: ... __alert_A:LINE:COL: executing "__alert_A" at <CALL>:
+/// error calling FN: ...>`, the column counted after the variable definitions Prometheus puts
+/// first), beside a `time.Time.Format` through `toTime`.
+#[test]
+fn template_errors_as_promtool_2_42() {
+    if !common::require_tools(&["promtool"], "template errors against promtool 2.42") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(
+        tmp.path().join("rules.yml"),
+        r#"groups:
+- name: g
+  rules:
+  - alert: A
+    expr: vector(1)
+    annotations:
+      summary: 'x {{ humanize "one" }}'
+      other: '{{ query "up" | first | value }}'
+      second_line: "ok\n{{ 1 }} {{   humanize1024   \"x\"   }}"
+      t: '{{ (1435065584.128 | toTime).Format "2006-01-02 Mon 15:04:05.000" }}'
+"#,
+    )
+    .unwrap();
+    std::fs::write(
+        tmp.path().join("test.yml"),
+        "rule_files: [rules.yml]\nevaluation_interval: 1m\ntests:\n- interval: 1m\n  input_series: []\n  alert_rule_test:\n  - eval_time: 0m\n    alertname: A\n    exp_alerts:\n    - exp_labels: {}\n      exp_annotations: {}\n",
+    )
+    .unwrap();
+    let p = Command::new("promtool")
+        .current_dir(tmp.path())
+        .args(["test", "rules", "test.yml"])
+        .output()
+        .unwrap();
+    let o = run(tmp.path(), &["rules", "test", "test.yml"]);
+    let p_err = String::from_utf8_lossy(&p.stderr);
+    assert_eq!(p.status.code(), Some(o.code));
+    assert_eq!(p_err.trim_end(), o.stderr.trim_end());
+    assert!(
+        o.stderr.contains("at <humanize1024 \\\"x\\\">") && o.stderr.contains("13:19:44.128"),
+        "{}",
+        o.stderr
+    );
+}

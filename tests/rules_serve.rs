@@ -59,7 +59,7 @@ const PENDING_RULES: &str = "groups:
 /// A broken rule file refuses `/-/reload` (file, line and message in the answer) while the
 /// old group keeps running with its alert; after a restart in the middle of the pending
 /// alert, the alert keeps the time it had been pending (Prometheus' `RestoreForState`: the
-/// outage is added to its active time).
+/// outage is added to its active time), as Prometheus 2.42 restarted beside it does.
 #[test]
 fn broken_reload_keeps_old_rules_and_restart_keeps_for_progress() {
     let client = Client::new();
@@ -85,6 +85,22 @@ fn broken_reload_keeps_old_rules_and_restart_keeps_for_progress() {
         p.wait_ready(&base, client);
         (p, base)
     };
+    // Prometheus 2.42 beside it, on its own copy of the rules, restarted at the same time
+    let prom_dir = work.path().join("prom");
+    std::fs::create_dir_all(&prom_dir).unwrap();
+    std::fs::write(prom_dir.join("rules.yml"), PENDING_RULES).unwrap();
+    let prom_yml = "global:\n  evaluation_interval: 1s\nrule_files: [rules.yml]\n";
+    let start_prom = |client: &Client| {
+        common::start_prometheus_with(
+            &prom_dir,
+            prom_yml,
+            &prom_dir.join("data"),
+            &["--rules.alert.for-grace-period=5s"],
+            client,
+        )
+    };
+    let with_prom = common::require_prometheus("restart during pending beside Prometheus 2.42");
+    let mut prom = with_prom.then(|| start_prom(&client));
     let (p, base) = start(&client);
     let first = wait("the alert pending", 15, || {
         alerts(&client, &base)
@@ -127,9 +143,18 @@ fn broken_reload_keeps_old_rules_and_restart_keeps_for_progress() {
     // pending for a while, then a restart: the time spent pending is kept
     std::thread::sleep(Duration::from_secs(6));
     let pending_before = now_ms() - active_at;
+    let prom_pending_before = prom.as_ref().map(|(_, pbase)| {
+        let a = alerts(&client, pbase);
+        assert_eq!(a.len(), 1, "Prometheus: {a:?}");
+        now_ms() - rfc3339_ms(&a[0]["activeAt"])
+    });
     p.terminate();
+    if let Some((pp, _)) = prom.take() {
+        pp.terminate();
+    }
     let down_at = now_ms();
     std::thread::sleep(Duration::from_secs(3));
+    let prom2 = with_prom.then(|| start_prom(&client));
     let (p2, base2) = start(&client);
     // restored after the second evaluation
     let restored = wait("the restored alert", 15, || {
@@ -146,6 +171,26 @@ fn broken_reload_keeps_old_rules_and_restart_keeps_for_progress() {
     );
     // and it is not firing early: 1m minus what was spent is still ahead
     assert_eq!(restored["state"], "pending");
+    // Prometheus keeps the same progress over the same outage (its pending time before
+    // the restart and after the restore differ from inferdb's by when each was read)
+    if let (Some((_, pbase)), Some(before)) = (&prom2, prom_pending_before) {
+        let restored = wait("Prometheus' restored alert", 15, || {
+            alerts(&client, pbase)
+                .into_iter()
+                .find(|a| now_ms() - rfc3339_ms(&a["activeAt"]) > 3_000)
+        });
+        let prom_kept = now_ms() - rfc3339_ms(&restored["activeAt"]);
+        let kept = now_ms() - rfc3339_ms(&alerts(&client, &base2)[0]["activeAt"]);
+        assert_eq!(restored["state"], "pending");
+        assert!(
+            (before - 2_500..=before + 2_500).contains(&prom_kept),
+            "Prometheus: pending {before} ms before the restart, {prom_kept} ms after"
+        );
+        assert!(
+            (kept - prom_kept).abs() <= 2_000,
+            "kept pending: inferdb {kept} ms, Prometheus {prom_kept} ms"
+        );
+    }
     p2.terminate();
 }
 

@@ -76,25 +76,39 @@ pub fn expand(
     data: Value,
     opts: &ExpandOptions<'_>,
 ) -> Result<String, TemplateError> {
+    let nil_data = matches!(data, Value::Nil | Value::NoValue);
     let data = match data {
         // Go reads a field of nil data as `<no value>`; gtmpl refuses fields of nil
         Value::Nil | Value::NoValue => Value::Map(HashMap::new()),
         d => d,
     };
-    let src = rewrite_label_lookups(text);
+    let src = rewrite_label_lookups(&map_actions(text, rewrite_time_format));
     let src = print_actions(&src, if opts.html { "__html" } else { "__print" });
     let t = parse_go(name, &src)
         .map_err(|e| TemplateError(format!("error parsing template {name}: {e}")))?;
-    let out = render(&t, name, &src, data, opts).map_err(|e| {
-        TemplateError(format!(
-            "error executing template {name}: {}",
-            go_message(name, text, e)
-        ))
-    })?;
-    if opts.missingkey_error && out.contains(NO_VALUE) && !text.contains(NO_VALUE) {
-        return Err(TemplateError(format!(
-            "error executing template {name}: template: {name}:1: map has no entry for a key"
-        )));
+    let exec_err = |e: String| TemplateError(format!("error executing template {name}: {e}"));
+    let out = render(&t, name, &src, data.clone(), opts)
+        .map_err(|e| exec_err(go_message(name, text, e)))?;
+    if opts.missingkey_error && !text.contains(NO_VALUE) {
+        // gtmpl has no `missingkey` option: a missing key is found by its `<no value>`
+        // (which html escaping prints as ""), so html output is checked as text
+        let printed = if opts.html {
+            let src = rewrite_label_lookups(&map_actions(text, rewrite_time_format));
+            let src = print_actions(&src, "__print");
+            let t = parse_go(name, &src).map_err(|e| exec_err(e.to_string()))?;
+            let text_opts = ExpandOptions {
+                html: false,
+                missingkey_error: false,
+                external_url: opts.external_url,
+                query: opts.query,
+            };
+            render(&t, name, &src, data, &text_opts).unwrap_or_default()
+        } else {
+            out.clone()
+        };
+        if printed.contains(NO_VALUE) {
+            return Err(exec_err(missing_key(name, text, nil_data)));
+        }
     }
     Ok(out)
 }
@@ -149,6 +163,96 @@ fn rewrite_label_lookups(text: &str) -> String {
             NEG.replace_all(&code, "$1(__neg $2)").into_owned()
         })
     })
+}
+
+/// Which bytes of `code` are outside quoted strings and character literals.
+fn unquoted_mask(code: &str) -> Vec<bool> {
+    let b = code.as_bytes();
+    let mut mask = vec![true; b.len()];
+    let mut i = 0;
+    while i < b.len() {
+        let q = b[i];
+        if q == b'"' || q == b'`' || q == b'\'' {
+            let mut j = i + 1;
+            while j < b.len() && b[j] != q {
+                if b[j] == b'\\' && q != b'`' {
+                    j += 1;
+                }
+                j += 1;
+            }
+            let end = (j + 1).min(b.len());
+            mask[i..end].iter_mut().for_each(|m| *m = false);
+            i = end;
+            continue;
+        }
+        i += 1;
+    }
+    mask
+}
+
+/// Rewrites `(PIPELINE).Format LAYOUT` (Go's `time.Time.Format` on what `toTime` gives)
+/// into `(__timeFormat LAYOUT (PIPELINE))`: gtmpl's values have no methods.
+fn rewrite_time_format(action: &str) -> String {
+    const METHOD: &str = ").Format";
+    let mut a = action.to_string();
+    loop {
+        let mask = unquoted_mask(&a);
+        let b = a.as_bytes();
+        let Some(close) = a.match_indices(METHOD).map(|(i, _)| i).find(|&i| {
+            mask[i]
+                && b.get(i + METHOD.len())
+                    .is_none_or(|c| !c.is_ascii_alphanumeric())
+        }) else {
+            return a;
+        };
+        let mut depth = 0;
+        let mut open = None;
+        for k in (0..close).rev() {
+            if !mask[k] {
+                continue;
+            }
+            match b[k] {
+                b')' => depth += 1,
+                b'(' if depth == 0 => {
+                    open = Some(k);
+                    break;
+                }
+                b'(' => depth -= 1,
+                _ => {}
+            }
+        }
+        let Some(open) = open else {
+            return a;
+        };
+        let start = close + METHOD.len();
+        let mut end = a.len();
+        let mut depth = 0;
+        for (k, &c) in b.iter().enumerate().skip(start) {
+            if !mask[k] {
+                continue;
+            }
+            match c {
+                b'(' => depth += 1,
+                b')' if depth == 0 => {
+                    end = k;
+                    break;
+                }
+                b')' => depth -= 1,
+                b'|' if depth == 0 => {
+                    end = k;
+                    break;
+                }
+                _ => {}
+            }
+        }
+        a = format!(
+            "{}(__timeFormat {} ({})){}",
+            &a[..open],
+            a[start..end].trim(),
+            &a[open + 1..close],
+            &a[end..]
+        );
+    }
 }
 
 /// Applies `f` to the parts of an action outside quoted strings and character literals.
@@ -421,9 +525,181 @@ fn go_body(msg: &str) -> String {
     }
 }
 
-/// An execution error as Go's `text/template` words it (without Go's column and node).
-fn go_message(name: &str, _user_text: &str, msg: String) -> String {
-    format!("template: {name}:1: {}", go_body(&msg))
+/// An execution error as Go's `text/template` words it. A failing function call reads
+/// `template: NAME:LINE:COL: executing "NAME" at <CALL>: error calling FN: MESSAGE`, with
+/// the call found in `text` by its function's name (when it is called once; otherwise
+/// without the position); other errors have no column or node.
+fn go_message(name: &str, text: &str, msg: String) -> String {
+    let body = go_body(&msg);
+    let Some((func, err)) = body
+        .strip_prefix(CALL_MARK)
+        .and_then(|r| r.split_once(CALL_MARK))
+    else {
+        return format!("template: {name}:1: {body}");
+    };
+    let err = err.replace(CALL_MARK, "");
+    match find_call(text, func) {
+        Some((at, call)) => {
+            let before = &text[..at];
+            let line = 1 + before.matches('\n').count();
+            let col = before.rfind('\n').map_or(at, |nl| at - nl - 1);
+            format!(
+                "template: {name}:{line}:{col}: executing \"{name}\" at <{call}>: error calling {func}: {err}"
+            )
+        }
+        None => format!("template: {name}:1: error calling {func}: {err}"),
+    }
+}
+
+/// The offset of the only call of function `func` in the actions of `text`, and the call as
+/// Go prints its command node (its words joined by single spaces, up to the next `|`, the
+/// closing parenthesis or the action's end); `None` unless called exactly once.
+fn find_call(text: &str, func: &str) -> Option<(usize, String)> {
+    let mut found = Vec::new();
+    let mut rest = 0;
+    while let Some(i) = text[rest..].find("{{") {
+        let start = rest + i + 2;
+        let end = start + action_end(&text[start..])?;
+        let b = text.as_bytes();
+        let mut quote: Option<u8> = None;
+        let mut k = start;
+        while k < end {
+            let c = b[k];
+            match quote {
+                Some(q) => {
+                    if c == b'\\' && q != b'`' {
+                        k += 1;
+                    } else if c == q {
+                        quote = None;
+                    }
+                }
+                None if c == b'"' || c == b'`' || c == b'\'' => quote = Some(c),
+                None => {
+                    let word = |x: u8| x.is_ascii_alphanumeric() || x == b'_';
+                    if text[k..end].starts_with(func)
+                        && !(k > 0 && (word(b[k - 1]) || b[k - 1] == b'.' || b[k - 1] == b'$'))
+                        && !b.get(k + func.len()).is_some_and(|x| word(*x))
+                    {
+                        found.push((k, end));
+                    }
+                }
+            }
+            k += 1;
+        }
+        rest = end + 2;
+    }
+    let [(at, end)] = found[..] else {
+        return None;
+    };
+    // the command: to the first `|` or unmatched `)` outside strings
+    let b = text.as_bytes();
+    let (mut depth, mut quote, mut k) = (0i32, None::<u8>, at);
+    while k < end {
+        let c = b[k];
+        match quote {
+            Some(q) => {
+                if c == b'\\' && q != b'`' {
+                    k += 1;
+                } else if c == q {
+                    quote = None;
+                }
+            }
+            None => match c {
+                b'"' | b'`' | b'\'' => quote = Some(c),
+                b'(' => depth += 1,
+                b')' if depth == 0 => break,
+                b')' => depth -= 1,
+                b'|' if depth == 0 => break,
+                _ => {}
+            },
+        }
+        k += 1;
+    }
+    // Go prints the words separated by single spaces: collapse whitespace outside strings
+    let mut call = String::new();
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
+    for c in text[at..k.min(end)].trim_end().chars() {
+        match quote {
+            Some(q) => {
+                call.push(c);
+                if escaped {
+                    escaped = false;
+                } else if c == '\\' && q != '`' {
+                    escaped = true;
+                } else if c == q {
+                    quote = None;
+                }
+            }
+            None if c.is_whitespace() => {
+                if !call.ends_with(' ') {
+                    call.push(' ');
+                }
+            }
+            None => {
+                if matches!(c, '"' | '`' | '\'') {
+                    quote = Some(c);
+                }
+                call.push(c);
+            }
+        }
+    }
+    Some((at, call))
+}
+
+/// Go's `missingkey=error` failure: `template: NAME:LINE:COL: executing "NAME" at <.KEY>:
+/// map has no entry for key "KEY"` (`nil data; no entry for key` when the data is nil), when
+/// the text reads a single field; otherwise without the position and key.
+fn missing_key(name: &str, text: &str, nil_data: bool) -> String {
+    let mut fields = Vec::new();
+    let mut rest = 0;
+    while let Some(i) = text[rest..].find("{{") {
+        let start = rest + i + 2;
+        let Some(len) = action_end(&text[start..]) else {
+            break;
+        };
+        let mut offset = start;
+        map_unquoted(&text[start..start + len], |code| {
+            let b = code.as_bytes();
+            for (k, _) in code.match_indices('.') {
+                let prev = k.checked_sub(1).map(|p| b[p]);
+                let after = &code[k + 1..];
+                let key_len = after
+                    .find(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+                    .unwrap_or(after.len());
+                let starts_ident = after.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_');
+                let follows_word = prev.is_some_and(|p| {
+                    p.is_ascii_alphanumeric() || matches!(p, b'_' | b')' | b']' | b'$' | b'.')
+                });
+                if starts_ident && !follows_word {
+                    fields.push((
+                        offset + k,
+                        after[..key_len].to_string(),
+                        after[key_len..].starts_with('.'),
+                    ));
+                }
+            }
+            offset += code.len();
+            String::new()
+        });
+        rest = start + len + 2;
+    }
+    let why = if nil_data {
+        "nil data; no entry for key"
+    } else {
+        "map has no entry for key"
+    };
+    match &fields[..] {
+        [(at, key, false)] => {
+            let before = &text[..*at];
+            let line = 1 + before.matches('\n').count();
+            let col = before.rfind('\n').map_or(*at, |nl| at - nl - 1);
+            format!(
+                "template: {name}:{line}:{col}: executing \"{name}\" at <.{key}>: {why} \"{key}\""
+            )
+        }
+        _ => format!("template: {name}:1: map has no entry for a key"),
+    }
 }
 
 /// Checks that an alert template parses, as `promtool check rules` and rule loading do.
@@ -458,40 +734,64 @@ pub fn expand_alert(
     )
 }
 
-static FUNCS: [(&str, gtmpl::Func); 33] = [
-    ("humanize", humanize),
-    ("humanize1024", humanize1024),
-    ("humanizeDuration", humanize_duration),
-    ("humanizePercentage", humanize_percentage),
-    ("humanizeTimestamp", humanize_timestamp),
-    ("toUpper", to_upper),
-    ("toLower", to_lower),
-    ("title", title),
-    ("match", match_fn),
-    ("reReplaceAll", re_replace_all),
-    ("safeHtml", safe_html),
-    ("stripPort", strip_port),
-    ("stripDomain", strip_domain),
-    ("first", first),
-    ("label", label),
-    ("value", value),
-    ("strvalue", strvalue),
-    ("sortByLabel", sort_by_label),
-    ("query", query_fn),
-    ("args", args),
-    ("tmpl", tmpl),
-    ("graphLink", graph_link),
-    ("tableLink", table_link),
-    ("pathPrefix", path_prefix),
-    ("externalURL", external_url),
-    ("parseDuration", parse_duration),
-    ("toTime", to_time),
-    ("eq", eq),
-    ("ne", ne),
+/// Wraps a template function so that its error names it (`\u{1}name\u{1}message`), for
+/// [`go_message`] to word it as Go's `error calling name: message` at the call's position.
+macro_rules! called {
+    ($name:literal, $f:ident) => {{
+        fn call(args: &[Value]) -> Result<Value, FuncError> {
+            $f(args).map_err(|e| FuncError::Generic(format!("{CALL_MARK}{}{CALL_MARK}{e}", $name)))
+        }
+        call
+    }};
+}
+
+/// Separates a failing function's name from its message (see `called!`).
+const CALL_MARK: char = '\u{1}';
+
+static FUNCS: [(&str, gtmpl::Func); 34] = [
+    ("humanize", called!("humanize", humanize)),
+    ("humanize1024", called!("humanize1024", humanize1024)),
+    (
+        "humanizeDuration",
+        called!("humanizeDuration", humanize_duration),
+    ),
+    (
+        "humanizePercentage",
+        called!("humanizePercentage", humanize_percentage),
+    ),
+    (
+        "humanizeTimestamp",
+        called!("humanizeTimestamp", humanize_timestamp),
+    ),
+    ("toUpper", called!("toUpper", to_upper)),
+    ("toLower", called!("toLower", to_lower)),
+    ("title", called!("title", title)),
+    ("match", called!("match", match_fn)),
+    ("reReplaceAll", called!("reReplaceAll", re_replace_all)),
+    ("safeHtml", called!("safeHtml", safe_html)),
+    ("stripPort", called!("stripPort", strip_port)),
+    ("stripDomain", called!("stripDomain", strip_domain)),
+    ("first", called!("first", first)),
+    ("label", called!("label", label)),
+    ("value", called!("value", value)),
+    ("strvalue", called!("strvalue", strvalue)),
+    ("sortByLabel", called!("sortByLabel", sort_by_label)),
+    ("query", called!("query", query_fn)),
+    ("args", called!("args", args)),
+    ("tmpl", called!("tmpl", tmpl)),
+    ("graphLink", called!("graphLink", graph_link)),
+    ("tableLink", called!("tableLink", table_link)),
+    ("pathPrefix", called!("pathPrefix", path_prefix)),
+    ("externalURL", called!("externalURL", external_url)),
+    ("parseDuration", called!("parseDuration", parse_duration)),
+    ("toTime", called!("toTime", to_time)),
+    ("eq", called!("eq", eq)),
+    ("ne", called!("ne", ne)),
     ("__label", label_of),
     ("__html", html_escape),
     ("__neg", neg),
     ("__print", print),
+    ("__timeFormat", called!("Format", time_format)),
 ];
 
 fn generic(msg: impl Into<String>) -> FuncError {
@@ -653,6 +953,138 @@ fn to_time(args: &[Value]) -> Result<Value, FuncError> {
     Ok(Value::String(
         t.format("%Y-%m-%d %H:%M:%S%.f +0000 UTC").to_string(),
     ))
+}
+
+/// `time.Time.Format(layout)` on a time as `toTime` gives it (Go's `String()` form) or as
+/// seconds since the epoch.
+fn time_format(args: &[Value]) -> Result<Value, FuncError> {
+    let layout = arg_str(args, 0)?;
+    let t = match args.get(1) {
+        Some(Value::String(s)) => chrono::NaiveDateTime::parse_from_str(
+            s.trim_end_matches(" +0000 UTC"),
+            "%Y-%m-%d %H:%M:%S%.f",
+        )
+        .map(|t| t.and_utc())
+        .map_err(|_| generic(format!("can't call method Format on {s:?}")))?,
+        _ => float_to_time(arg_f64(args, 1)?)?,
+    };
+    Ok(Value::String(go_time_layout(&t, &layout)))
+}
+
+/// Formats `t` (UTC) with a Go reference-time layout (`2006-01-02 15:04:05.000 MST`).
+fn go_time_layout(t: &chrono::DateTime<chrono::Utc>, layout: &str) -> String {
+    use chrono::{Datelike, Timelike};
+    const CHUNKS: &[&str] = &[
+        "January",
+        "Monday",
+        "Z07:00:00",
+        "-07:00:00",
+        "Z07:00",
+        "-07:00",
+        "Z0700",
+        "-0700",
+        "2006",
+        "Z07",
+        "-07",
+        "MST",
+        "Jan",
+        "Mon",
+        "002",
+        "_2",
+        "01",
+        "02",
+        "03",
+        "04",
+        "05",
+        "06",
+        "15",
+        "PM",
+        "pm",
+        "1",
+        "2",
+        "3",
+        "4",
+        "5",
+    ];
+    let mut out = String::new();
+    let mut i = 0;
+    while i < layout.len() {
+        let rest = &layout[i..];
+        // fractional seconds: `.000` / `,999` (trailing zeros trimmed for 9s)
+        if rest.starts_with(['.', ',']) {
+            let digits = rest[1..]
+                .bytes()
+                .take_while(|&c| c == b'0' || c == b'9')
+                .count();
+            let same = rest[1..1 + digits].bytes().all(|c| c == rest.as_bytes()[1]);
+            let next_digit = rest
+                .as_bytes()
+                .get(1 + digits)
+                .is_some_and(u8::is_ascii_digit);
+            if digits > 0 && same && !next_digit {
+                let frac = format!("{:09}", t.nanosecond() % 1_000_000_000);
+                let frac = &frac[..digits.min(9)];
+                if rest.as_bytes()[1] == b'9' {
+                    let f = frac.trim_end_matches('0');
+                    if !f.is_empty() {
+                        out.push_str(&rest[..1]);
+                        out.push_str(f);
+                    }
+                } else {
+                    out.push_str(&rest[..1]);
+                    out.push_str(frac);
+                }
+                i += 1 + digits;
+                continue;
+            }
+        }
+        let Some(chunk) = CHUNKS.iter().find(|c| {
+            rest.starts_with(**c)
+                && !(matches!(**c, "Jan" | "Mon")
+                    && rest[3..].starts_with(|c: char| c.is_ascii_lowercase()))
+        }) else {
+            let c = rest.chars().next().unwrap_or(' ');
+            out.push(c);
+            i += c.len_utf8();
+            continue;
+        };
+        let hour12 = match t.hour() % 12 {
+            0 => 12,
+            h => h,
+        };
+        let piece = match *chunk {
+            "January" => t.format("%B").to_string(),
+            "Monday" => t.format("%A").to_string(),
+            "Jan" => t.format("%b").to_string(),
+            "Mon" => t.format("%a").to_string(),
+            "2006" => format!("{}", t.year()),
+            "06" => format!("{:02}", t.year().rem_euclid(100)),
+            "01" => format!("{:02}", t.month()),
+            "1" => format!("{}", t.month()),
+            "02" => format!("{:02}", t.day()),
+            "_2" => format!("{:>2}", t.day()),
+            "2" => format!("{}", t.day()),
+            "002" => format!("{:03}", t.ordinal()),
+            "15" => format!("{:02}", t.hour()),
+            "03" => format!("{hour12:02}"),
+            "3" => format!("{hour12}"),
+            "04" => format!("{:02}", t.minute()),
+            "4" => format!("{}", t.minute()),
+            "05" => format!("{:02}", t.second()),
+            "5" => format!("{}", t.second()),
+            "PM" => (if t.hour() < 12 { "AM" } else { "PM" }).to_string(),
+            "pm" => (if t.hour() < 12 { "am" } else { "pm" }).to_string(),
+            "MST" => "UTC".to_string(),
+            z if z.starts_with('Z') => "Z".to_string(),
+            "-07:00:00" => "+00:00:00".to_string(),
+            "-07:00" => "+00:00".to_string(),
+            "-0700" => "+0000".to_string(),
+            _ => "+00".to_string(),
+        };
+        out.push_str(&piece);
+        i += chunk.len();
+    }
+    out
 }
 
 fn to_upper(args: &[Value]) -> Result<Value, FuncError> {
