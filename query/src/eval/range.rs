@@ -26,6 +26,7 @@ use super::binary::{
 use super::functions::histogram::{
     bad_le_message, bucket_group_key, bucket_quantile, monotonicity_annotation, parse_le, Bucket,
 };
+use super::functions::math::kahan_inc;
 use super::functions::rate::{extrapolate, extrapolated_rate};
 use super::functions::{labels, math, matrix_function, unwrap_paren, RATE_COUNTER_SUFFIXES};
 use super::{drop_metadata, EvalResult, Evaluator, Matrix, Metric, Series};
@@ -803,20 +804,25 @@ impl Block<'_, '_> {
             // O(1) whether it holds either: a window without needs no scan for
             // `rate`/`increase`/`delta`.
             let (mut last_reset, mut stale_end) = (0usize, 0usize);
+            // the points up to the last window's end (bounds known to the loops below)
+            let pts = &pts[..end];
+            // the value before `hi` (NaN before `base`: no reset there)
+            let mut prev = f64::NAN;
             let mut col = self.new_col(l.metric.clone(), !keep_name);
             let mut first_present = None;
             for k in 0..self.steps {
                 let ts = self.ts(k);
                 let reft = ts - offset;
                 let wstart = reft - range;
-                while hi < end && pts[hi].t <= reft {
+                while hi < pts.len() && pts[hi].t <= reft {
                     let f = pts[hi].f;
-                    if hi > base && f < pts[hi - 1].f {
+                    if f < prev {
                         last_reset = hi;
                     }
                     if is_stale_nan(f) {
                         stale_end = hi + 1;
                     }
+                    prev = f;
                     hi += 1;
                 }
                 while lo < hi && pts[lo].t <= wstart {
@@ -912,6 +918,9 @@ impl Block<'_, '_> {
         let mut grouping = a.grouping.clone();
         grouping.sort();
         let op = a.op;
+        if op == AggregateOp::Sum {
+            return Ok(Some(self.sum(a, &grouping, drop_name, &input)?));
+        }
         let mut index: HashMap<u64, usize> = HashMap::new();
         let mut groups: Vec<(Metric, Vec<Acc>, Vec<bool>)> = Vec::new();
         for c in &input {
@@ -956,6 +965,64 @@ impl Block<'_, '_> {
             out.push(col);
         }
         Ok(Some(Rv::Vector(out)))
+    }
+
+    /// `sum`: [`Acc`]'s Kahan sum (the group's first value, then `kahan_inc` of each next
+    /// one, the correction added at the end), kept as two columns of f64 per group.
+    fn sum(
+        &mut self,
+        a: &AggregateExpr,
+        grouping: &[String],
+        drop_name: bool,
+        input: &[Col],
+    ) -> EvalResult<Rv> {
+        struct SumGroup {
+            metric: Metric,
+            sum: Vec<f64>,
+            c: Vec<f64>,
+            init: Vec<bool>,
+        }
+        let steps = self.steps;
+        let mut index: HashMap<u64, usize> = HashMap::new();
+        let mut groups: Vec<SumGroup> = Vec::new();
+        for col in input {
+            self.ev.check_limits_now()?;
+            let key = group_key(&col.metric, grouping, a.without);
+            let gi = *index.entry(key).or_insert_with(|| {
+                groups.push(SumGroup {
+                    metric: group_labels(&col.metric, grouping, a.without).into(),
+                    sum: vec![0.0; steps],
+                    c: vec![0.0; steps],
+                    init: vec![false; steps],
+                });
+                groups.len() - 1
+            });
+            let g = &mut groups[gi];
+            let cells = g.sum.iter_mut().zip(g.c.iter_mut()).zip(g.init.iter_mut());
+            for (((sum, c), init), (&f, &present)) in cells.zip(col.vals.iter().zip(&col.present)) {
+                if !present {
+                    continue;
+                }
+                if *init {
+                    (*sum, *c) = kahan_inc(f, *sum, *c);
+                } else {
+                    (*sum, *c, *init) = (f, 0.0, true);
+                }
+            }
+        }
+        let mut out = Vec::with_capacity(groups.len());
+        for g in groups {
+            let mut col = self.new_col(g.metric, drop_name);
+            for k in 0..steps {
+                if g.init[k] {
+                    col.vals[k] = g.sum[k] + g.c[k];
+                    col.present[k] = true;
+                    self.held[k] += 1;
+                }
+            }
+            out.push(col);
+        }
+        Ok(Rv::Vector(out))
     }
 
     /// `topk(k, ...)`/`bottomk(k, ...)`: at each step the values of each group's series go
@@ -1386,6 +1453,8 @@ pub(crate) mod tests {
             "-temp",
             "sum by (m) (rate(req_total[5m]))",
             "avg without (job) (temp)",
+            "sum(wobbly)",
+            "sum by (job) (ints_big * 1e300)",
             "max by (job) (temp)",
             "stddev(temp)",
             "count(rate(req_total[5m]))",
