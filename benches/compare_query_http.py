@@ -28,7 +28,8 @@
 Environment: IDB (inferdb binary, default target/release/inferdb), GEN (gen_openmetrics,
 default target/release/examples/gen_openmetrics), RUNS, ONLY (comma-separated query names),
 KINDS (default instant,6h,24h), PHASES (default first,refresh), NO_VM=1 (leave
-VictoriaMetrics out). Build first: cargo build --release --bin inferdb --example gen_openmetrics.
+VictoriaMetrics out), PORT_BASE (default 19190: Prometheus there, inferdb and
+VictoriaMetrics on the next two ports). Build first: cargo build --release --bin inferdb --example gen_openmetrics.
 Needs prometheus and promtool 2.42, victoria-metrics, python3 (standard library only).
 """
 
@@ -54,7 +55,8 @@ PHASES = os.environ.get("PHASES", "first,refresh").split(",")
 ONLY = [q for q in os.environ.get("ONLY", "").split(",") if q]
 NO_VM = os.environ.get("NO_VM") == "1"
 HAS_CACHE_FLAG = True
-PORTS = {"prom": 19190, "inferdb": 19191, "vm": 19192}
+PORT_BASE = int(os.environ.get("PORT_BASE", "19190"))
+PORTS = {"prom": PORT_BASE, "inferdb": PORT_BASE + 1, "vm": PORT_BASE + 2}
 
 # the generator's first scrape (2026-12-01T00:00:00Z); the data covers 24 h from there
 DATA_START = 1_796_083_200

@@ -302,13 +302,25 @@ impl Queryable for inferdb_storage::Db {
                     points.reserve(per_chunk.saturating_mul(s.num_chunks().max(1)) + 1);
                 }
                 let after = points.last().is_none_or(|p| p.t < first);
-                if after && first >= mint && last <= maxt && ts.windows(2).all(|w| w[0] < w[1]) {
-                    points.extend(ts.iter().zip(vs).map(|(&t, &f)| FPoint { t, f }));
-                } else {
-                    for (&t, &f) in ts.iter().zip(vs) {
-                        if t >= mint && t <= maxt && points.last().is_none_or(|p| p.t < t) {
-                            points.push(FPoint { t, f });
-                        }
+                let before = points.len();
+                if after && first >= mint && last <= maxt {
+                    // copied and checked for strictly increasing times in one pass; a run
+                    // that is not is taken back and filtered point by point below
+                    let mut prev = i64::MIN;
+                    let mut ordered = true;
+                    points.extend(ts.iter().zip(vs).map(|(&t, &f)| {
+                        ordered &= prev < t;
+                        prev = t;
+                        FPoint { t, f }
+                    }));
+                    if ordered {
+                        continue;
+                    }
+                    points.truncate(before);
+                }
+                for (&t, &f) in ts.iter().zip(vs) {
+                    if t >= mint && t <= maxt && points.last().is_none_or(|p| p.t < t) {
+                        points.push(FPoint { t, f });
                     }
                 }
             }
