@@ -149,6 +149,10 @@ pub fn main() {
         let v = match h.value {
             ValueEncoding::Xor => "xor".to_string(),
             ValueEncoding::Const => "const".to_string(),
+            ValueEncoding::Ulp { delta_of_delta } => format!(
+                "steps in units of the last place{}",
+                if delta_of_delta { ", dod" } else { "" }
+            ),
             ValueEncoding::Int {
                 decimals,
                 delta_of_delta,

@@ -85,6 +85,7 @@ fn coding(h: &chunk::ChunkHeader) -> String {
     let v = match h.value {
         ValueEncoding::Xor => "xor",
         ValueEncoding::Const => "const",
+        ValueEncoding::Ulp { .. } => "steps (ulp)",
         ValueEncoding::Int { no_bits: true, .. } => "int nobits",
         ValueEncoding::Int {
             decimals: 0,

@@ -158,6 +158,46 @@ proptest! {
         prop_assert_eq!(usize::from(header(&b).unwrap().num_samples), s.len());
     }
 
+    /// Cumulative float sums (as a histogram's `_sum`), with resets, NaN, staleness markers,
+    /// infinities and signed zeros among them: bit-exact whatever coding `finish` picks
+    /// (steps in units of the last place where they are smaller than XOR).
+    #[test]
+    fn float_sums_round_trip_bit_exactly(
+        s in timestamps().prop_flat_map(|ts| {
+            let n = ts.len();
+            (
+                prop::collection::vec(
+                    prop_oneof![
+                        8 => (0.0f64..50.0).prop_map(Some),
+                        1 => Just(None),
+                    ],
+                    n,
+                ),
+                prop::collection::vec(prop_oneof![20 => Just(None), 1 => special().prop_map(Some)], n),
+                1e-6f64..1e6,
+            )
+                .prop_map(move |(incs, sp, start)| {
+                    let mut sum = start;
+                    ts.iter()
+                        .zip(incs.iter().zip(&sp))
+                        .map(|(&t, (inc, sp))| {
+                            sum = match inc {
+                                Some(d) => sum + d,
+                                None => 0.0, // a reset
+                            };
+                            (t, sp.unwrap_or(sum))
+                        })
+                        .collect::<Vec<_>>()
+                })
+        })
+    ) {
+        let w = writer(&s);
+        let b = w.finish();
+        prop_assert_eq!(decode_all(&b), bits(&s));
+        let xor = w.finish_with(EncodePolicy::Xor).unwrap();
+        prop_assert!(b.len() <= xor.len() + 2, "{} vs XOR {}", b.len(), xor.len());
+    }
+
     #[test]
     fn xor_round_trips_bit_exactly(s in samples()) {
         let w = writer(&s);
@@ -435,9 +475,28 @@ fn chosen_codings_on_typical_series() {
     );
     let x = writer(&s).finish_with(EncodePolicy::Xor).unwrap();
     assert!(b.len() < x.len(), "int {} vs xor {}", b.len(), x.len());
-    // full-precision gauge falls back to XOR
+    // a full-precision gauge is no integer: XOR, or steps in units of the last place where
+    // those are smaller (a smooth curve's steps are small against its values)
     let s: Vec<_> = (0..n)
         .map(|i| (t(i), (i as f64 * 0.37).sin().abs() / 3.0))
+        .collect();
+    let b = writer(&s).finish();
+    let x = writer(&s).finish_with(EncodePolicy::Xor).unwrap();
+    match header(&b).unwrap().value {
+        ValueEncoding::Xor => assert_eq!(b, x),
+        ValueEncoding::Ulp { .. } => assert!(b.len() < x.len()),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(decode_all(&b), bits(&s));
+    // random bits (every binade): no step reaches most values, XOR
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let s: Vec<_> = (0..n)
+        .map(|i| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (t(i), f64::from_bits(x))
+        })
         .collect();
     let b = writer(&s).finish();
     assert_eq!(header(&b).unwrap().value, ValueEncoding::Xor);

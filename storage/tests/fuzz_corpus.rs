@@ -81,7 +81,7 @@ fn write_chunk_seeds() {
         counter.finish_with(EncodePolicy::Xor).unwrap(),
     ));
     let gauge = chunk(&|i| (base + i * 1000, (i as f64 * 0.3).sin()), 120);
-    seeds.push(("gauge_xor", gauge.finish()));
+    seeds.push(("gauge_xor", gauge.finish_with(EncodePolicy::Xor).unwrap()));
     let zero = chunk(&|i| (base + i * 15_000, 0.0), 120);
     seeds.push(("const_regular", zero.finish()));
     let power = chunk(
@@ -110,6 +110,34 @@ fn write_chunk_seeds() {
         20,
     );
     seeds.push(("specials", special.finish()));
+    // a cumulative float sum (a histogram's `_sum`): steps in units of the last place, with a
+    // reset and a staleness marker (exceptions)
+    let sum = |i: i64| {
+        let i = if i >= 70 { i - 70 } else { i };
+        (0..=i)
+            .map(|j| (j % 7) as f64 * 0.731_293_117 + 0.1)
+            .sum::<f64>()
+    };
+    let steps = chunk(
+        &|i| {
+            let v = if i == 90 {
+                f64::from_bits(0x7ff0_0000_0000_0002)
+            } else {
+                sum(i)
+            };
+            (base + i * 15_000, v)
+        },
+        120,
+    );
+    let steps_bytes = steps.finish();
+    assert_eq!(steps_bytes[0] & 3, 0, "not coded as steps");
+    seeds.push(("float_sum_steps", steps_bytes));
+    let mut recs = Vec::new();
+    for i in 0i64..60 {
+        recs.extend_from_slice(&15_000u32.to_le_bytes());
+        recs.extend_from_slice(&sum(i).to_bits().to_le_bytes());
+    }
+    seeds.push(("float_sum_records", recs));
     seeds.push(("empty", ChunkWriter::new().finish()));
     seeds.push(("one", chunk(&|_| (base, 42.0), 1).finish()));
     // garbage and damaged chunks

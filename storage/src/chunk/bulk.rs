@@ -221,6 +221,29 @@ impl SampleIter<'_> {
                 self.xor = v.0;
                 n
             }
+            ValueEncoding::Ulp { delta_of_delta } => {
+                let ResCoder::Fixed(c) = self.v_coder else {
+                    return self.by_sample(ot, ov);
+                };
+                macro_rules! ulp_loop {
+                    ($dod:literal) => {{
+                        let v = VUlp::<_, $dod> {
+                            c,
+                            v: self.v,
+                            k: self.d,
+                        };
+                        let (v, n) = self.bulk(td, v, ot, ov);
+                        self.d = v.k;
+                        self.v_coder = ResCoder::Fixed(v.c);
+                        n
+                    }};
+                }
+                if delta_of_delta {
+                    ulp_loop!(true)
+                } else {
+                    ulp_loop!(false)
+                }
+            }
             ValueEncoding::Int {
                 decimals,
                 delta_of_delta,

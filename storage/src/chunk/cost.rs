@@ -100,3 +100,47 @@ pub(super) fn int_costs(vs: &[f64], k: u8) -> IntCosts {
         exceptions,
     }
 }
+
+/// The XOR coding's bits for the values `vs` (after the first).
+pub(super) fn xor_bits(vs: &[f64]) -> u64 {
+    let Some((&first, rest)) = vs.split_first() else {
+        return 0;
+    };
+    let mut xor = XorState::new(first.to_bits());
+    let mut c = bitstream::BitCounter(0);
+    rest.iter()
+        .map(|v| u64::from(xor.encode(v.to_bits(), &mut c)))
+        .sum()
+}
+
+/// Prices the step coding ([`ulp`]) of `vs`: the cheaper residual order (`true`: `k` minus
+/// the previous `k`), its Rice parameter and its bits, exceptions' raw values included.
+pub(super) fn ulp_cost(vs: &[f64]) -> (bool, u32, u64) {
+    let n = vs.len().saturating_sub(1);
+    let (mut zk, mut zd) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    let mut exceptions = 0u64;
+    let mut prev_k = 0i64;
+    for w in vs.windows(2) {
+        match ulp::step(w[0], w[1]) {
+            Some(k) => {
+                zk.push(zigzag(k));
+                zd.push(zigzag(k.wrapping_sub(prev_k)));
+                prev_k = k;
+            }
+            None => {
+                zk.push(EXCEPTION);
+                zd.push(EXCEPTION);
+                exceptions += 1;
+                prev_k = 0;
+            }
+        }
+    }
+    let (k1, b1) = FixedRice::choose(&zk);
+    let (k2, b2) = FixedRice::choose(&zd);
+    let raw = 64 * exceptions;
+    if b2 < b1 {
+        (true, k2, b2 + raw)
+    } else {
+        (false, k1, b1 + raw)
+    }
+}

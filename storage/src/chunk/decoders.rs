@@ -266,6 +266,36 @@ impl ValueDec for VXor {
     }
 }
 
+/// Steps in units of the last place ([`ulp`]): `k` (or, with `DOD`, `k` minus the previous
+/// `k`), exceptions raw.
+pub(super) struct VUlp<C, const DOD: bool> {
+    pub(super) c: C,
+    /// The last value.
+    pub(super) v: f64,
+    /// The last step.
+    pub(super) k: i64,
+}
+
+impl<C: ResDec, const DOD: bool> ValueDec for VUlp<C, DOD> {
+    #[inline(always)]
+    fn step(&mut self, r: &mut BitReader<'_>) -> f64 {
+        let z = self.c.dec(r);
+        if z == EXCEPTION {
+            self.k = 0;
+            self.v = f64::from_bits(r.read_long(64));
+            return self.v;
+        }
+        let k = if DOD {
+            self.k.wrapping_add(unzigzag(z))
+        } else {
+            unzigzag(z)
+        };
+        self.k = k;
+        self.v = ulp::apply(self.v, k);
+        self.v
+    }
+}
+
 /// The residual "decoder" of integer chunks without value bits: every residual is zero.
 #[derive(Clone, Copy)]
 pub(super) struct NoBits;

@@ -95,6 +95,7 @@ impl Encoder {
             }
             self.delta_prev = delta;
             self.t_last = t;
+            let prev = f64::from_bits(self.xor.prev());
             if !matches!(self.value, ValueEncoding::Xor) {
                 // only the XOR coding uses the state; the others keep the last value in it
                 self.xor.set_prev(bits);
@@ -102,6 +103,27 @@ impl Encoder {
             match self.value {
                 ValueEncoding::Const => {}
                 ValueEncoding::Xor => vb = self.xor.encode(bits, &mut self.w),
+                ValueEncoding::Ulp { delta_of_delta } => {
+                    let j = usize::from(self.count - 1);
+                    match ulp::step(prev, v) {
+                        Some(k) => {
+                            let r = if delta_of_delta {
+                                k.wrapping_sub(self.d_prev)
+                            } else {
+                                k
+                            };
+                            vb = self.v_coder.encode(zigzag(r), j, v_ahead, &mut self.w);
+                            self.d_prev = k;
+                        }
+                        None => {
+                            // exception: a raw value, and the next step counts from zero
+                            vb = self.v_coder.encode(EXCEPTION, j, v_ahead, &mut self.w);
+                            self.w.write(bits, 64);
+                            vb += 64;
+                            self.d_prev = 0;
+                        }
+                    }
+                }
                 ValueEncoding::Int {
                     delta_of_delta,
                     no_bits,
@@ -138,6 +160,7 @@ impl Encoder {
 
     pub(super) fn kind_bytes(&self) -> ([u8; 2], usize) {
         let mut b0 = match self.value {
+            ValueEncoding::Ulp { .. } => KIND_ULP,
             ValueEncoding::Xor => KIND_XOR,
             ValueEncoding::Int { .. } => KIND_INT,
             ValueEncoding::Const => KIND_CONST,
@@ -174,6 +197,7 @@ impl Encoder {
                 }
                 ([b0, b1], 2)
             }
+            ValueEncoding::Ulp { delta_of_delta } => ([b0, u8::from(delta_of_delta) * ULP_DOD], 2),
             _ => ([b0, 0], 1),
         }
     }

@@ -48,6 +48,18 @@ pub(super) fn parse_header(bytes: &[u8]) -> Result<Parsed, Error> {
                 fixed_k,
             }
         }
+        KIND_ULP => {
+            let b1 = *bytes
+                .get(1)
+                .ok_or_else(|| corrupt(1, "truncated chunk header"))?;
+            pos = 2;
+            if b1 & !ULP_DOD != 0 {
+                return Err(corrupt(1, format!("bad step parameters {b1:#04x}")));
+            }
+            ValueEncoding::Ulp {
+                delta_of_delta: b1 & ULP_DOD != 0,
+            }
+        }
         _ => return Err(corrupt(0, format!("unknown value encoding {b0:#04x}"))),
     };
     let at = pos;

@@ -12,8 +12,9 @@
 //! # Byte layout
 //!
 //! ```text
-//! chunk   := kind [intparams] count:uvarint body_len:uvarint body crc32:u32le
-//! kind    := u8: bits 0-1 value coding (1 XOR, 2 integer, 3 constant),
+//! chunk   := kind [intparams | ulpparams] count:uvarint body_len:uvarint body crc32:u32le
+//! kind    := u8: bits 0-1 value coding (0 steps in units of the last place, 1 XOR,
+//!                2 integer, 3 constant),
 //!                bit 2 timestamps as delta - first delta (else delta of delta),
 //!                bit 3 timestamps regular (no timestamp bits); bits 2 and 3 both set:
 //!                timestamps as offsets from the grid t0 + i * first_delta,
@@ -26,6 +27,8 @@
 //!                bit 7 residuals Rice coded with one parameter for the chunk
 //!                ([`bitstream::FixedRice`]: 6 bits before the first value code; bits 5 and
 //!                6 zero), else with the adaptive parameter
+//! ulpparams := u8 (only for steps): bit 0 residual is k - previous k (else k), bits 1-7
+//!                zero; residuals Rice coded with one parameter as above (6 bits first)
 //! body    := (empty when count = 0)
 //!            t0:zigzag-uvarint [first_delta:zigzag-uvarint if count >= 2]
 //!            first_value:uvarint (integer: zigzag(n0); else the f64 bits byte-swapped,
@@ -39,7 +42,10 @@
 //! [`bitstream::Rice`] coder, or, when most are zero, as runs of zeros and non-zero residuals
 //! ([`bitstream::Sparse`]); integer residuals may also use one Rice parameter for the whole
 //! chunk ([`bitstream::FixedRice`], usually the smallest and the fastest to decode); XOR value
-//! codes follow the Gorilla paper (see [`xor`]).
+//! codes follow the Gorilla paper (see [`xor`]). Float values that grow by small steps
+//! (cumulative sums) may be coded as those steps in units of the last place ([`ulp`]), with
+//! one Rice parameter and raw exceptions; `finish` picks that coding where it is smaller
+//! than XOR.
 //!
 //! # Files
 //!
@@ -56,6 +62,7 @@
 
 pub(crate) mod bitstream;
 pub(crate) mod int;
+pub(crate) mod ulp;
 pub(crate) mod xor;
 
 #[allow(unsafe_code)] // decoders compiled for lzcnt/BMI2, called after a CPU check
@@ -102,6 +109,7 @@ pub const MAX_SAMPLES_PER_CHUNK: usize = 120;
 pub const MAX_ENCODED_SAMPLES: usize = u16::MAX as usize;
 
 const KIND_MASK: u8 = 0b11;
+const KIND_ULP: u8 = 0;
 const KIND_XOR: u8 = 1;
 const KIND_INT: u8 = 2;
 const KIND_CONST: u8 = 3;
@@ -114,6 +122,7 @@ const INT_DELTA: u8 = 1 << 4;
 const INT_NO_BITS: u8 = 1 << 5;
 const INT_SPARSE: u8 = 1 << 6;
 const INT_FIXED: u8 = 1 << 7;
+const ULP_DOD: u8 = 1;
 
 /// How a chunk codes its timestamps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -159,6 +168,13 @@ pub enum ValueEncoding {
     },
     /// Every value has the first value's bits: no value bits.
     Const,
+    /// Each value as the step `k` from the previous one in units of its last place
+    /// ([`ulp`]), Rice coded with one parameter for the chunk; values no step reaches are
+    /// exceptions (raw bits).
+    Ulp {
+        /// Residuals are `k` minus the previous value's `k` (else `k`).
+        delta_of_delta: bool,
+    },
 }
 
 /// Which coding [`ChunkWriter::finish_with`] produces.
@@ -223,5 +239,8 @@ fn value_sparse(v: ValueEncoding) -> bool {
 }
 
 fn value_fixed(v: ValueEncoding) -> bool {
-    matches!(v, ValueEncoding::Int { fixed_k: true, .. })
+    matches!(
+        v,
+        ValueEncoding::Int { fixed_k: true, .. } | ValueEncoding::Ulp { .. }
+    )
 }

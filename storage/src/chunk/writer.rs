@@ -202,7 +202,17 @@ impl ChunkWriter {
     /// The encoded chunk (header, body, crc32) in the smallest coding; self-delimiting.
     pub fn finish(&self) -> Vec<u8> {
         let (ts, vs) = self.decode_all();
-        let (time, value, param) = self.cheapest(&ts, &vs);
+        let (time, mut value, mut param) = self.cheapest(&ts, &vs);
+        // steps in units of the last place, priced only where XOR spends many bits per value
+        // (long mantissas, as cumulative float sums have; not the short ones of gauges)
+        let n = vs.len() as u64;
+        if value == ValueEncoding::Xor && n > 2 && self.enc.w.bit_len() > ULP_MIN_BITS * n {
+            let (delta_of_delta, k, bits) = ulp_cost(&vs);
+            if bits + 8 < xor_bits(&vs) {
+                value = ValueEncoding::Ulp { delta_of_delta };
+                param = Some(k);
+            }
+        }
         self.encode_from(&ts, &vs, time, value, param)
     }
 
@@ -455,6 +465,10 @@ impl ChunkWriter {
         self.enc.w.tail_addr()
     }
 }
+
+/// Bits per sample of the open chunk above which [`ChunkWriter::finish`] prices the step
+/// coding ([`ulp`]) against XOR: it only wins on values whose XOR codes are long.
+const ULP_MIN_BITS: u64 = 24;
 
 /// How many values an integer-coded chunk may hold as raw exceptions before it turns to XOR.
 pub(super) const MAX_EXCEPTIONS: u8 = 4;
