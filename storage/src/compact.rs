@@ -14,8 +14,8 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use crate::block::{Block, BlockMeta, BlockWriter};
-use crate::chunk::{ChunkMeta, ChunkWriter, MAX_SAMPLES_PER_CHUNK};
+use crate::block::{Block, BlockMeta, BlockWriter, GroupSource};
+use crate::chunk::{self, ChunkMeta, ChunkWriter, MAX_SAMPLES_PER_CHUNK};
 use crate::error::{Error, Result};
 use crate::labels::Labels;
 use crate::tombstones::Intervals;
@@ -217,7 +217,10 @@ fn merge_into(
                 continue;
             }
             chunks.sort_by_key(|(m, bi, _)| (m.min_time, m.max_time, *bi));
-            let mut out: Vec<Cow<'_, [u8]>> = Vec::with_capacity(chunks.len());
+            // each chunk, and for a histogram group member where its group is (block, group
+            // reference: member j's marker is j + 1 bytes before the group)
+            let mut out: Vec<(Cow<'_, [u8]>, Option<GroupSource>)> =
+                Vec::with_capacity(chunks.len());
             let mut i = 0;
             while i < chunks.len() {
                 // A run of transitively overlapping chunks.
@@ -229,14 +232,16 @@ fn merge_into(
                 }
                 let (m, bi, r) = chunks[i];
                 if j == i + 1 && !dels[bi].is_some_and(|d| d.overlaps(m.min_time, m.max_time)) {
-                    out.push(Cow::Borrowed(blocks[bi].chunk(r)?));
+                    let c = blocks[bi].chunk(r)?;
+                    let src = chunk::member_index(c).map(|j| (bi, r + j as u64 + 1));
+                    out.push((Cow::Borrowed(c), src));
                 } else {
                     merge_run(blocks, &chunks[i..j], &dels, &mut out)?;
                 }
                 i = j;
             }
             if !out.is_empty() {
-                w.add_series(labels, out.iter().map(|c| c.as_ref()))?;
+                w.add_series_from(labels, out.iter().map(|(c, src)| (c.as_ref(), *src)))?;
             }
         }
         Ok(())
@@ -257,7 +262,7 @@ fn merge_run(
     blocks: &[&Block],
     run: &[(ChunkMeta, usize, u64)],
     dels: &[Option<&Intervals>],
-    out: &mut Vec<Cow<'_, [u8]>>,
+    out: &mut Vec<(Cow<'_, [u8]>, Option<GroupSource>)>,
 ) -> Result<()> {
     let mut samples: Vec<(i64, usize, f64)> = Vec::new();
     for (_, bi, r) in run {
@@ -282,14 +287,14 @@ fn merge_run(
             l += 1;
         }
         if w.len() >= MAX_SAMPLES_PER_CHUNK {
-            out.push(Cow::Owned(w.finish()));
+            out.push((Cow::Owned(w.finish()), None));
             w = ChunkWriter::new();
         }
         w.append(samples[l].0, samples[l].2);
         k = l + 1;
     }
     if !w.is_empty() {
-        out.push(Cow::Owned(w.finish()));
+        out.push((Cow::Owned(w.finish()), None));
     }
     Ok(())
 }

@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use crate::block::Block;
-use crate::chunk::GroupDecoder;
+use crate::chunk::GroupSlot;
 use crate::db::DbInner;
 use crate::error::{Error, Result};
 use crate::head::chunk;
@@ -27,42 +27,19 @@ struct SChunk {
     group: Option<u32>,
 }
 
-/// The histogram groups whose members one selection reads: one decoder per group, opened by
-/// the first member read (checksum verified, timestamps and base decoded once), kept while
-/// members the selection holds are still unread, so that each column is decoded once per
-/// selection. Groups are told apart by their block and chunk reference, never by their bytes.
+/// The histogram groups whose members one selection reads: one [`GroupSlot`] per group (by
+/// block and chunk reference), so that each group is opened once (checksum, timestamps,
+/// base) and each column decoded once per selection, and dropped once the selected members
+/// are read.
 struct Groups {
     slots: Vec<parking_lot::Mutex<GroupSlot>>,
-}
-
-struct GroupSlot {
-    /// The members of the group that the selection holds (bit `j`: member `j`).
-    selected: u128,
-    /// Open while selected members are unread.
-    dec: Option<GroupDecoder>,
-}
-
-impl Groups {
-    /// Appends the samples of the member whose bytes start `bytes` (of the group in `slot`).
-    fn read(&self, slot: u32, bytes: &[u8], ts: &mut Vec<i64>, vs: &mut Vec<f64>) -> Result<()> {
-        let mut s = self.slots[slot as usize].lock();
-        let mut dec = match s.dec.take() {
-            Some(d) => d,
-            None => GroupDecoder::open(bytes, s.selected, true)?,
-        };
-        dec.member_into(bytes, ts, vs)?;
-        if !dec.done() {
-            s.dec = Some(dec);
-        }
-        Ok(())
-    }
 }
 
 /// Builds a selection's [`Groups`]: the slot of each group by block and group position.
 #[derive(Default)]
 struct GroupsBuilder {
-    slots: HashMap<(usize, u64), u32>,
-    selected: Vec<u128>,
+    index: HashMap<(usize, u64), u32>,
+    slots: Vec<GroupSlot>,
 }
 
 impl GroupsBuilder {
@@ -72,27 +49,22 @@ impl GroupsBuilder {
         let j = chunk::member_index(bytes)?;
         // member j's marker is j + 1 bytes before the group's first byte
         let key = (bi, r + j as u64 + 1);
-        let next = self.selected.len() as u32;
-        let slot = *self.slots.entry(key).or_insert(next);
+        let next = self.slots.len() as u32;
+        let slot = *self.index.entry(key).or_insert(next);
         if slot == next {
-            self.selected.push(0);
+            self.slots.push(GroupSlot::default());
         }
-        self.selected[slot as usize] |= 1u128 << j;
+        self.slots[slot as usize].want(j);
         Some(slot)
     }
 
     fn build(self) -> Option<Arc<Groups>> {
-        (!self.selected.is_empty()).then(|| {
+        (!self.slots.is_empty()).then(|| {
             Arc::new(Groups {
                 slots: self
-                    .selected
+                    .slots
                     .into_iter()
-                    .map(|selected| {
-                        parking_lot::Mutex::new(GroupSlot {
-                            selected,
-                            dec: None,
-                        })
-                    })
+                    .map(parking_lot::Mutex::new)
                     .collect(),
             })
         })
@@ -132,9 +104,10 @@ impl SChunk {
             Src::Head(h) => h.bytes(),
         };
         if let (Some(slot), Some(g)) = (self.group, groups) {
-            return g
-                .read(slot, bytes, ts, vs)
-                .map(|()| None)
+            return g.slots[slot as usize]
+                .lock()
+                .read(bytes, ts, vs)
+                .map(|_| None)
                 .map_err(|e| self.locate(e));
         }
         let mut it = chunk::decode(bytes).map_err(|e| self.locate(e))?;

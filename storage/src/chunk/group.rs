@@ -454,6 +454,43 @@ impl GroupDecoder {
     }
 }
 
+/// One group a reader reads some members of: the members it will read (see
+/// [`want`](GroupSlot::want)) and, while some are unread, the group's [`GroupDecoder`],
+/// opened by the first member read (checksum verified). Readers keep one slot per group,
+/// told apart by where the group is (a block and chunk reference), never by its bytes.
+#[derive(Debug, Default)]
+pub struct GroupSlot {
+    wanted: u128,
+    dec: Option<GroupDecoder>,
+}
+
+impl GroupSlot {
+    /// Notes that member `j` will be read.
+    pub fn want(&mut self, j: usize) {
+        self.wanted |= 1u128 << (j % MAX_GROUP_MEMBERS);
+    }
+
+    /// Appends the samples of the member whose bytes start `bytes` to `ts` and `vs`; returns
+    /// their number. The decoder is dropped once every wanted member has been read (a later
+    /// read opens the group again).
+    pub fn read(
+        &mut self,
+        bytes: &[u8],
+        ts: &mut Vec<i64>,
+        vs: &mut Vec<f64>,
+    ) -> Result<usize, Error> {
+        let mut dec = match self.dec.take() {
+            Some(d) => d,
+            None => GroupDecoder::open(bytes, self.wanted, true)?,
+        };
+        let n = dec.member_into(bytes, ts, vs)?;
+        if !dec.done() {
+            self.dec = Some(dec);
+        }
+        Ok(n)
+    }
+}
+
 /// Decodes the group member at the start of `bytes` on its own (member `j` needs the
 /// columns of members `0..=j`); `verify` checks the group's checksum. Readers of several
 /// members of one group use a [`GroupDecoder`].

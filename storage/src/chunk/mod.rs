@@ -88,7 +88,7 @@ use encoder::*;
 #[cfg(any(test, feature = "fuzzing"))]
 pub use fuzz::{fuzz_decode, fuzz_group};
 pub use group::{
-    encode_group, group_member, groupable, member_index, GroupDecoder, MAX_GROUP_MEMBERS,
+    encode_group, group_member, groupable, member_index, GroupDecoder, GroupSlot, MAX_GROUP_MEMBERS,
 };
 pub use header::{decode, decode_unverified, encoded_len, header, meta};
 pub use iter::SampleIter;
