@@ -90,22 +90,25 @@ fn read_schedstat(p: &std::path::Path) -> u64 {
         .unwrap_or(0)
 }
 
-/// A field of `/proc/self/status` in bytes (`VmRSS`, `RssAnon`, `RssFile`).
-/// Returns freed heap memory to the OS (glibc), so RSS shows what is live: creating series
-/// allocates temporaries (label sets, WAL records) whose freed memory glibc otherwise keeps.
+/// The server's allocator, so that allocation costs and memory are the server's.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// Returns freed heap memory to the OS (mimalloc's `mi_collect`), so RSS shows what is live:
+/// creating series allocates temporaries (label sets, WAL records) whose freed memory the
+/// allocator otherwise keeps.
 fn trim_heap() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        extern "C" {
-            fn malloc_trim(pad: usize) -> i32;
-        }
-        // SAFETY: malloc_trim only releases free memory of the allocator; no pointers change.
-        unsafe {
-            malloc_trim(0);
-        }
+    extern "C" {
+        fn mi_collect(force: bool);
+    }
+    // SAFETY: mi_collect (linked with the global allocator above) only returns free memory
+    // of the allocator to the OS; no pointers change.
+    unsafe {
+        mi_collect(true);
     }
 }
 
+/// A field of `/proc/self/status` in bytes (`VmRSS`, `RssAnon`, `RssFile`).
 fn status_bytes(field: &str) -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
@@ -375,7 +378,7 @@ pub fn main() {
                 trim_heap();
                 let trimmed = status_bytes("RssAnon").saturating_sub(anon0);
                 println!(
-                    "  {NODES} vLLM servers, after {} h: {} series; accounted {:.0} B/series; RssAnon growth {:.0} B/series, {:.0} B/series after malloc_trim",
+                    "  {NODES} vLLM servers, after {} h: {} series; accounted {:.0} B/series; RssAnon growth {:.0} B/series, {:.0} B/series after mi_collect",
                     next + 1,
                     st.head_series,
                     st.head_memory_bytes as f64 / series,

@@ -15,6 +15,10 @@
 
 use std::time::Instant;
 
+/// The server's allocator, so that allocation costs are the server's.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use inferdb_storage::wal::RefSample;
 use inferdb_storage::{Db, Labels, Options, SeriesRef};
 
