@@ -151,31 +151,30 @@ fn linear_regression_kahan(pts: &[FPoint], intercept_time: i64) -> (f64, f64) {
 /// of x^2 is exact, their Kahan corrections stay +0, and the two sums are the integer sums,
 /// computed here as such; y and xy are Kahan-summed as there. The same result to the bit.
 fn linear_regression_whole_seconds(pts: &[FPoint], intercept_time: i64) -> Option<(f64, f64)> {
-    let mut max_abs = 0i64;
-    for p in pts {
-        let d = p.t.checked_sub(intercept_time)?;
-        if d % 1000 != 0 {
-            return None;
-        }
-        max_abs = max_abs.max((d / 1000).abs());
-    }
-    if (max_abs as i128) * (max_abs as i128) * (pts.len() as i128) >= 1 << 53 {
-        return None;
-    }
-    let (mut sum_x, mut sum_x2) = (0i64, 0i64);
+    // One pass; the integer sums are used only once every x has been seen to be whole and
+    // small enough (wrapping arithmetic until then: a discarded sum may overflow).
+    let (mut sum_x, mut sum_x2, mut max_abs) = (0i64, 0i64, 0i64);
     let (mut sum_y, mut c_y, mut sum_xy, mut c_xy) = (0.0, 0.0, 0.0, 0.0);
     let init_y = pts[0].f;
     let mut const_y = true;
     for (i, p) in pts.iter().enumerate() {
+        let d = p.t.checked_sub(intercept_time)?;
+        if d % 1000 != 0 {
+            return None;
+        }
+        let xi = d / 1000;
+        max_abs = max_abs.max(xi.abs());
         if const_y && i > 0 && p.f != init_y {
             const_y = false;
         }
-        let xi = (p.t - intercept_time) / 1000;
         let x = xi as f64;
-        sum_x += xi;
-        sum_x2 += xi * xi;
+        sum_x = sum_x.wrapping_add(xi);
+        sum_x2 = sum_x2.wrapping_add(xi.wrapping_mul(xi));
         (sum_y, c_y) = kahan_inc(p.f, sum_y, c_y);
         (sum_xy, c_xy) = kahan_inc(x * p.f, sum_xy, c_xy);
+    }
+    if (max_abs as i128) * (max_abs as i128) * (pts.len() as i128) >= 1 << 53 {
+        return None;
     }
     if const_y {
         if init_y.is_infinite() {
