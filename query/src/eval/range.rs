@@ -1,15 +1,18 @@
 //! Range queries evaluated column by column instead of step by step.
 //!
 //! For the expressions dashboards send most — range functions over a selector, the simple
-//! aggregations, arithmetic and comparisons between vectors and scalars with one-to-one
-//! matching, `histogram_quantile` — a range query is evaluated per node over a block of
-//! steps at once: each series' window slides over its loaded points with two forward
-//! cursors, aggregations and binary operators work on one column of values per series,
-//! and labels (group keys, matching signatures, result labels, `le` parsing) are computed
-//! once per series instead of once per step.
+//! aggregations and `topk`/`bottomk`, arithmetic and comparisons between vectors and
+//! scalars with one-to-one matching, `histogram_quantile` — a range query is evaluated per
+//! node over a block of steps at once: each series' window slides over its loaded points
+//! with two forward cursors, aggregations and binary operators work on one column of
+//! values per series, and labels (group keys, matching signatures, result labels, `le`
+//! parsing) are computed once per series instead of once per step.
 //!
 //! The arithmetic is the per-step evaluator's own (the same functions, applied to the
-//! same values in the same order), so results are bit-identical. Whenever the per-step
+//! same values in the same order), or provably equal to it where a window is not summed
+//! again at every step (`min`/`max`/`quantile_over_time` over a sliding order, and
+//! `sum`/`avg_over_time` as a running sum over integers whose sums are exact), so results
+//! are bit-identical. Whenever the per-step
 //! evaluator might fail or diverge (an error such as duplicate label sets, many-to-many
 //! matching or the sample limit, or a shape not handled here) the column evaluation gives
 //! up and the caller evaluates step by step, which then produces the exact error.
