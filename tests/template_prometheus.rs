@@ -415,3 +415,19 @@ fn alert_values_and_labels_read_as_in_go() {
         "[]"
     );
 }
+
+/// An execution error's position is found in text with multi-byte characters in its actions
+/// (here a comment; Go counts the column in bytes).
+#[test]
+fn error_positions_count_bytes() {
+    let got = expand(
+        "test",
+        "{{/* é */}}{{ humanize \"x\" }}",
+        Value::Nil,
+        &ExpandOptions::default(),
+    );
+    assert_eq!(
+        got.unwrap_err().to_string(),
+        "error executing template test: template: test:1:15: executing \"test\" at <humanize \"x\">: error calling humanize: strconv.ParseFloat: parsing \"x\": invalid syntax"
+    );
+}

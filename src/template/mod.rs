@@ -576,7 +576,7 @@ fn find_call(text: &str, func: &str) -> Option<(usize, String)> {
                 None if c == b'"' || c == b'`' || c == b'\'' => quote = Some(c),
                 None => {
                     let word = |x: u8| x.is_ascii_alphanumeric() || x == b'_';
-                    if text[k..end].starts_with(func)
+                    if b[k..end].starts_with(func.as_bytes())
                         && !(k > 0 && (word(b[k - 1]) || b[k - 1] == b'.' || b[k - 1] == b'$'))
                         && !b.get(k + func.len()).is_some_and(|x| word(*x))
                     {
