@@ -96,7 +96,8 @@ impl Stats {
         }
     }
 
-    fn write_latency(&self, out: &mut String) {
+    /// Writes the latency summary of every Alertmanager (the collector's lines).
+    pub(super) fn write_latency(&self, out: &mut String) {
         let all = self.latency.lock();
         if all.is_empty() {
             return;

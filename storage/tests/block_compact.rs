@@ -99,17 +99,29 @@ fn adjacent_blocks_compact_keeping_every_sample() {
     assert!(c.check().unwrap().is_empty());
     assert_eq!(read_block(&c), want);
     // the 120-sample chunks of the inputs (480 samples per series and block) are merged
-    // into chunks of up to COMPACTED_CHUNK_SAMPLES (960) in the output
+    // into chunks of up to COMPACTED_CHUNK_SAMPLES (960) in the output, but for each series'
+    // newest hour (RECENT_SPAN_MS), which stays in chunks of up to 120
     let max = inferdb_storage::block::COMPACTED_CHUNK_SAMPLES;
+    let span = inferdb_storage::block::RECENT_SPAN_MS;
     for s in c.select(&[], i64::MIN, i64::MAX).unwrap() {
-        let n: Vec<usize> = s
+        let last = s.chunks.iter().map(|(m, _)| m.max_time).max().unwrap();
+        let (recent, old): (Vec<_>, Vec<_>) = s
             .chunks
             .iter()
-            .map(|(m, _)| m.num_samples as usize)
-            .collect();
-        assert!(n.iter().all(|&k| k <= max), "{n:?}");
-        let total: usize = n.iter().sum();
-        assert_eq!(n.len(), total.div_ceil(max), "{}: {n:?}", s.labels);
+            .map(|(m, _)| *m)
+            .partition(|m| m.min_time > last - span);
+        assert!(
+            old.iter().all(|m| m.max_time <= last - span),
+            "{}",
+            s.labels
+        );
+        let old_n: usize = old.iter().map(|m| m.num_samples as usize).sum();
+        let recent_n: usize = recent.iter().map(|m| m.num_samples as usize).sum();
+        assert!(old.iter().all(|m| m.num_samples as usize <= max));
+        assert!(recent.iter().all(|m| m.num_samples <= 120));
+        assert_eq!(old.len(), old_n.div_ceil(max), "{}", s.labels);
+        assert_eq!(recent.len(), recent_n.div_ceil(120), "{}", s.labels);
+        assert_eq!(recent_n, 240, "{}: an hour at 15 s", s.labels);
     }
 
     // Caller deletes the sources; the compacted block remains readable.

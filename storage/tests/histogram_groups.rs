@@ -250,6 +250,14 @@ fn scraped_histogram_is_grouped() {
     let members = check_blocks(&db);
     assert_eq!(members as u64, db.blocks()[0].num_chunks);
     assert_eq!(read_all(&db), want);
+    // the compacted block holds rows 0..320 (the newest 20 min stay in the head): the rows
+    // before its newest hour in one long group, the newest hour (RECENT_SPAN_MS, 240 rows at
+    // 15 s) in a head-sized group of its own
+    let b = &db.open_blocks()[0];
+    for s in b.select(&[], i64::MIN, i64::MAX).unwrap() {
+        let rows: Vec<u16> = s.chunks.iter().map(|(m, _)| m.num_samples).collect();
+        assert_eq!(rows, [80, 240], "{}", s.labels);
+    }
 }
 
 /// A staleness marker in one row (the target went down) leaves the rows around it grouped:

@@ -35,6 +35,13 @@ pub const GROUP_ROWS: usize = 240;
 /// at 337 instead of 227 M samples/s; a short range reads more samples of one chunk.
 pub const COMPACTED_CHUNK_SAMPLES: usize = 960;
 
+/// The newest stretch of each series that a writer of longer chunks
+/// ([`BlockWriter::set_chunk_samples`]) still writes in head-sized chunks (histogram groups of
+/// [`GROUP_ROWS`] rows): the last hour before a series' newest sample. Queries over the recent
+/// past of a block (instant queries, alert windows, a dashboard's newest steps) then decode a
+/// few minutes' chunk, not hours of a long one; the rest keeps the long chunks' bytes.
+pub const RECENT_SPAN_MS: i64 = 3_600_000;
+
 /// Where a histogram group member handed to [`BlockWriter::add_series_from`] comes from: the
 /// same value for every member of one source group and different for any other group (for a
 /// block's chunk: the block's position among the sources and the chunk reference of the
@@ -195,7 +202,8 @@ impl BlockWriter {
     /// Writes chunks of up to `samples` samples (histogram groups of twice as many rows as
     /// with [`MAX_SAMPLES_PER_CHUNK`]); shorter chunks added are merged and re-encoded. For
     /// compacted history: fewer, larger chunks take fewer bytes (each chunk has a header and
-    /// an index entry per series) at the cost of decoding more samples for a short range.
+    /// an index entry per series) at the cost of decoding more samples for a short range. A
+    /// series' newest [`RECENT_SPAN_MS`] stays in head-sized chunks, where short ranges read.
     pub fn set_chunk_samples(&mut self, samples: usize) {
         self.chunk_samples = samples.clamp(1, chunk_api::MAX_ENCODED_SAMPLES / 2);
     }
@@ -271,8 +279,8 @@ impl BlockWriter {
         chunks: impl IntoIterator<Item = &'a [u8]>,
     ) -> Result<()> {
         let mut out = Vec::new();
-        // samples being re-encoded into chunks of up to `chunk_samples`
-        let mut w = ChunkWriter::new();
+        // samples being re-encoded, oldest first, not yet written
+        let mut run: Vec<(i64, f64)> = Vec::new();
         for c in chunks {
             let n = chunk_api::encoded_len(c)?;
             let c = c.get(..n).ok_or_else(|| {
@@ -284,31 +292,78 @@ impl BlockWriter {
                     && usize::from(chunk_api::header(c)?.num_samples) < self.chunk_samples);
             if recode {
                 let mut it = chunk_api::decode(c)?;
-                for (t, v) in it.by_ref() {
-                    if w.len() >= self.chunk_samples {
-                        self.append_chunk(&w.finish(), &mut out)?;
-                        w.reset();
+                for s in it.by_ref() {
+                    run.push(s);
+                    if run.len() >= self.chunk_samples {
+                        self.write_settled(&mut run, &mut out)?;
                     }
-                    w.append(t, v);
                 }
                 if let Some(e) = it.take_err() {
                     return Err(e);
                 }
                 continue;
             }
-            if !w.is_empty() {
-                self.append_chunk(&w.finish(), &mut out)?;
-                w.reset();
+            for piece in run.chunks(self.chunk_samples) {
+                self.write_samples(piece, &mut out)?;
             }
+            run.clear();
             self.append_chunk(c, &mut out)?;
         }
-        if !w.is_empty() {
-            self.append_chunk(&w.finish(), &mut out)?;
+        // the end of the series: its newest hour in head-sized chunks
+        let recent = match run.last() {
+            Some(&(last, _)) if self.chunk_samples > MAX_SAMPLES_PER_CHUNK => {
+                run.partition_point(|&(t, _)| t <= last - RECENT_SPAN_MS)
+            }
+            _ => run.len(),
+        };
+        for piece in run[..recent].chunks(self.chunk_samples) {
+            self.write_samples(piece, &mut out)?;
+        }
+        for piece in run[recent..].chunks(MAX_SAMPLES_PER_CHUNK) {
+            self.write_samples(piece, &mut out)?;
         }
         if !out.is_empty() {
             self.series.push((labels, out));
         }
         Ok(())
+    }
+
+    /// Writes the oldest `chunk_samples` samples of `run` as a chunk, as often as they can no
+    /// longer be part of the series' newest [`RECENT_SPAN_MS`] (always, for head-sized chunks).
+    fn write_settled(
+        &mut self,
+        run: &mut Vec<(i64, f64)>,
+        out: &mut Vec<(ChunkMeta, u64)>,
+    ) -> Result<()> {
+        let n = self.chunk_samples;
+        let long = n > MAX_SAMPLES_PER_CHUNK;
+        let mut done = 0;
+        while run.len() - done >= n {
+            let newest = run[run.len() - 1].0;
+            if long && run[done + n - 1].0 > newest - RECENT_SPAN_MS {
+                break;
+            }
+            self.write_samples(&run[done..done + n], out)?;
+            done += n;
+        }
+        run.drain(..done);
+        Ok(())
+    }
+
+    /// Encodes `samples` as one chunk and appends it.
+    fn write_samples(
+        &mut self,
+        samples: &[(i64, f64)],
+        out: &mut Vec<(ChunkMeta, u64)>,
+    ) -> Result<()> {
+        if samples.is_empty() {
+            return Ok(());
+        }
+        let mut w = ChunkWriter::new();
+        for &(t, v) in samples {
+            w.append(t, v);
+        }
+        self.append_chunk(&w.finish(), out)
     }
 
     /// Appends chunk `c` to the chunk files and its entry to `out` (nothing for an empty
@@ -385,16 +440,29 @@ impl BlockWriter {
         // rows holding a value no group can code (a staleness marker when a target went
         // down, NaN) are written member by member; the runs between them as groups
         let groupable = |r: usize| cols.iter().all(|c| chunk_api::groupable(c.1[r]));
+        // the newest hour in head-sized chunks (see RECENT_SPAN_MS)
+        let recent = match ts.last() {
+            Some(&last) if self.chunk_samples > MAX_SAMPLES_PER_CHUNK => {
+                ts.partition_point(|&t| t <= last - RECENT_SPAN_MS)
+            }
+            _ => ts.len(),
+        };
         let mut start = 0;
         while start < ts.len() {
             let good = groupable(start);
             let mut end = start + 1;
-            let cap = if good {
-                self.chunk_samples * GROUP_ROWS / MAX_SAMPLES_PER_CHUNK
-            } else {
+            let samples = if start < recent {
                 self.chunk_samples
+            } else {
+                MAX_SAMPLES_PER_CHUNK
             };
-            while end < ts.len() && end - start < cap && groupable(end) == good {
+            let cap = if good {
+                samples * GROUP_ROWS / MAX_SAMPLES_PER_CHUNK
+            } else {
+                samples
+            };
+            let stop = if start < recent { recent } else { ts.len() };
+            while end < stop && end - start < cap && groupable(end) == good {
                 end += 1;
             }
             let rows = &ts[start..end];
