@@ -60,6 +60,9 @@ impl RuleStore for Timed {
     fn reset_reads(&mut self) {
         self.inner.reset_reads();
     }
+    fn plan_reads(&mut self, exprs: &mut dyn Iterator<Item = &inferdb_query::ast::Expr>) {
+        self.inner.plan_reads(exprs);
+    }
 }
 
 fn main() {

@@ -10,6 +10,11 @@
 //! output. Samples appended by others (the scraper) while the cache lives are not seen by the
 //! selections already cached: the group reads one view of the store, taken selector by
 //! selector at its first read.
+//!
+//! An owner that knows the queries ahead ([`SelectionCache::plan`]: a group's rule
+//! expressions) has only the selectors that more than one of them reads kept, each until its
+//! last planned read: a selection no later query takes is freed as soon as its query is done
+//! instead of staying decoded until the group ends.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,6 +23,7 @@ use inferdb_storage::labels::METRIC_NAME;
 use inferdb_storage::matcher::MatchOp;
 use inferdb_storage::{Labels, Matcher};
 
+use crate::ast::{Expr, ExprKind, VectorSelector};
 use crate::eval::Loaded;
 
 /// What [`SelectionCache::new`] holds at most by default: 4 Mi points (64 MiB of points).
@@ -60,6 +66,9 @@ pub struct SelectionCache {
     entries: HashMap<(String, i64, i64), Entry>,
     points: usize,
     max_points: usize,
+    /// The planned reads not yet made, by selector (matchers' key text); `None`: no plan,
+    /// every selection is kept.
+    plan: Option<HashMap<String, u32>>,
     hits: u64,
     misses: u64,
 }
@@ -107,15 +116,33 @@ impl SelectionCache {
             entries: HashMap::new(),
             points: 0,
             max_points,
+            plan: None,
             hits: 0,
             misses: 0,
         }
     }
 
-    /// Forgets every selection (the next evaluation reads the store afresh).
+    /// Forgets every selection and the plan (the next evaluation reads the store afresh).
     pub fn clear(&mut self) {
         self.entries.clear();
         self.points = 0;
+        self.plan = None;
+    }
+
+    /// Plans the reads of the queries of `exprs` (run next, each once, before the next
+    /// [`SelectionCache::clear`]): a selector is kept only when more than one of their
+    /// selectors has its matchers, and only until the last of those reads; reads of
+    /// selectors not planned (a template's query) are not kept. Without a plan every
+    /// selection is kept.
+    pub fn plan<'e>(&mut self, exprs: impl IntoIterator<Item = &'e Expr>) {
+        let mut reads: HashMap<String, u32> = HashMap::new();
+        for e in exprs {
+            for_each_selector(e, &mut |vs| {
+                *reads.entry(key_text(&vs.matchers)).or_default() += 1;
+            });
+        }
+        reads.retain(|_, n| *n > 1);
+        self.plan = Some(reads);
     }
 
     /// Drops the selections that a series with `labels`, just appended, could change.
@@ -157,16 +184,42 @@ impl SelectionCache {
         (self.hits, self.misses)
     }
 
+    /// The selection of `matchers` over `[mint, maxt]` when kept, counted as one of the
+    /// planned reads of its selector (the last one takes it out of the cache).
     pub(crate) fn get(
         &mut self,
         matchers: &[Matcher],
         mint: i64,
         maxt: i64,
     ) -> Option<Arc<Vec<Loaded>>> {
-        let found = self
-            .entries
-            .get(&(key_text(matchers), mint, maxt))
-            .map(|e| e.data.clone());
+        let key = (key_text(matchers), mint, maxt);
+        let last = match self.plan.as_mut() {
+            None => false,
+            Some(plan) => match plan.get_mut(&key.0) {
+                // not planned (or its planned reads are done): never kept
+                None => {
+                    self.misses += 1;
+                    return None;
+                }
+                Some(n) => {
+                    *n -= 1;
+                    if *n == 0 {
+                        plan.remove(&key.0);
+                        true
+                    } else {
+                        false
+                    }
+                }
+            },
+        };
+        let found = if last {
+            self.entries.remove(&key).map(|e| {
+                self.points -= e.points;
+                e.data
+            })
+        } else {
+            self.entries.get(&key).map(|e| e.data.clone())
+        };
         if found.is_some() {
             self.hits += 1;
         } else {
@@ -183,13 +236,18 @@ impl SelectionCache {
         maxt: i64,
         data: Arc<Vec<Loaded>>,
     ) {
+        let key = key_text(matchers);
+        // with a plan, only a selector that a later planned read takes is kept
+        if self.plan.as_ref().is_some_and(|p| !p.contains_key(&key)) {
+            return;
+        }
         let points: usize = data.iter().map(|s| s.points.len()).sum::<usize>() + data.len();
         if self.points + points > self.max_points {
             return;
         }
         self.points += points;
         let old = self.entries.insert(
-            (key_text(matchers), mint, maxt),
+            (key, mint, maxt),
             Entry {
                 matchers: matchers.to_vec(),
                 alias_names,
@@ -201,4 +259,33 @@ impl SelectionCache {
             self.points -= o.points;
         }
     }
+}
+
+/// Calls `f` with every vector selector of `e` (those of range selectors and subqueries
+/// included).
+fn for_each_selector(e: &Expr, f: &mut dyn FnMut(&VectorSelector)) {
+    crate::stack::grow(|| match &e.kind {
+        ExprKind::Number(_) | ExprKind::String(_) => {}
+        ExprKind::VectorSelector(vs) => f(vs),
+        ExprKind::MatrixSelector(ms) => f(&ms.selector),
+        ExprKind::Subquery(sq) => for_each_selector(&sq.expr, f),
+        ExprKind::Paren(x) | ExprKind::Unary(_, x) | ExprKind::StepInvariant(x) => {
+            for_each_selector(x, f)
+        }
+        ExprKind::Binary(b) => {
+            for_each_selector(&b.lhs, f);
+            for_each_selector(&b.rhs, f);
+        }
+        ExprKind::Aggregate(a) => {
+            if let Some(p) = &a.param {
+                for_each_selector(p, f);
+            }
+            for_each_selector(&a.expr, f);
+        }
+        ExprKind::Call(c) => {
+            for a in &c.args {
+                for_each_selector(a, f);
+            }
+        }
+    })
 }

@@ -327,11 +327,12 @@ impl Queryable for inferdb_storage::Db {
             if let Some(e) = it.take_err() {
                 return Err(StorageError::Storage(e));
             }
+            drop(it);
             if points.is_empty() {
                 continue;
             }
             out.push(StoredSeries {
-                labels: s.labels().clone(),
+                labels: s.into_labels(),
                 samples: Box::new(PointsIter { points, pos: 0 }),
             });
         }

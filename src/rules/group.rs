@@ -28,6 +28,10 @@ pub trait RuleStore {
     /// Called before and after each evaluation of a group: a store that keeps what the
     /// group's queries read (one view of the store per evaluation) lets it go.
     fn reset_reads(&mut self) {}
+    /// Called at the start of a group's evaluation, after [`RuleStore::reset_reads`], with
+    /// the expressions its rules run next, in order: a store that keeps what the queries
+    /// read can keep only what more than one of them reads.
+    fn plan_reads(&mut self, _exprs: &mut dyn Iterator<Item = &Expr>) {}
 }
 
 /// Resolved alerts are kept this long so their resolution can still be sent.
@@ -274,6 +278,7 @@ impl Group {
         let mut stats = EvalStats::default();
         let eval_ts = ts_ms - self.query_offset_ms;
         store.reset_reads();
+        store.plan_reads(&mut self.rules.iter().map(|r| &r.expr));
         for i in 0..self.rules.len() {
             let rstart = Instant::now();
             self.rules[i].last_eval_at = Some(SystemTime::now());

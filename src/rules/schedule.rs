@@ -105,6 +105,10 @@ impl RuleStore for DbStore {
         self.reads.get_mut().clear();
     }
 
+    fn plan_reads(&mut self, exprs: &mut dyn Iterator<Item = &Expr>) {
+        self.reads.get_mut().plan(exprs);
+    }
+
     fn append(&mut self, labels: &Labels, t_ms: i64, v: f64) {
         self.pending.push((labels.clone(), t_ms, v));
     }

@@ -82,27 +82,25 @@ pub fn expand(
         Value::Nil | Value::NoValue => Value::Map(HashMap::new()),
         d => d,
     };
-    let src = rewrite_label_lookups(&map_actions(text, rewrite_time_format));
-    let src = print_actions(&src, if opts.html { "__html" } else { "__print" });
-    let t = parse_go(name, &src)
+    let main = parsed(name, text, opts.html)
         .map_err(|e| TemplateError(format!("error parsing template {name}: {e}")))?;
+    let (t, src) = &*main;
     let exec_err = |e: String| TemplateError(format!("error executing template {name}: {e}"));
-    let out = render(&t, name, &src, data.clone(), opts)
+    let out = render(t, name, src, data.clone(), opts)
         .map_err(|e| exec_err(go_message(name, text, e)))?;
     if opts.missingkey_error && !text.contains(NO_VALUE) {
         // gtmpl has no `missingkey` option: a missing key is found by its `<no value>`
         // (which html escaping prints as ""), so html output is checked as text
         let printed = if opts.html {
-            let src = rewrite_label_lookups(&map_actions(text, rewrite_time_format));
-            let src = print_actions(&src, "__print");
-            let t = parse_go(name, &src).map_err(|e| exec_err(e.to_string()))?;
+            let p = parsed(name, text, false).map_err(exec_err)?;
+            let (t, src) = &*p;
             let text_opts = ExpandOptions {
                 html: false,
                 missingkey_error: false,
                 external_url: opts.external_url,
                 query: opts.query,
             };
-            render(&t, name, &src, data, &text_opts).unwrap_or_default()
+            render(t, name, src, data, &text_opts).unwrap_or_default()
         } else {
             out.clone()
         };
@@ -111,6 +109,39 @@ pub fn expand(
         }
     }
     Ok(out)
+}
+
+/// How many parsed templates [`parsed`] keeps per thread (all dropped when full).
+const PARSED_MAX: usize = 1024;
+
+/// A parsed template and the text it was parsed from.
+type Parsed = std::rc::Rc<(Template, String)>;
+
+thread_local! {
+    /// Templates parsed by this thread, by name, text and html: an alerting rule expands
+    /// the same annotation texts for every alert of every evaluation.
+    static PARSED: RefCell<HashMap<(String, String, bool), Parsed>> = RefCell::new(HashMap::new());
+}
+
+/// `text` as [`expand`] runs it (time formats, label lookups and printing rewritten), parsed
+/// as Go does, or taken from this thread's earlier parse of the same name and text.
+fn parsed(name: &str, text: &str, html: bool) -> Result<Parsed, String> {
+    let key = (name.to_string(), text.to_string(), html);
+    if let Some(p) = PARSED.with(|c| c.borrow().get(&key).cloned()) {
+        return Ok(p);
+    }
+    let src = rewrite_label_lookups(&map_actions(text, rewrite_time_format));
+    let src = print_actions(&src, if html { "__html" } else { "__print" });
+    let t = parse_go(name, &src)?;
+    let p = std::rc::Rc::new((t, src));
+    PARSED.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.len() >= PARSED_MAX {
+            c.clear();
+        }
+        c.insert(key, p.clone());
+    });
+    Ok(p)
 }
 
 /// Runs a parsed template with the expansion's context set for its functions.

@@ -168,7 +168,7 @@ impl Querier {
     /// merged over blocks and head. Deleted samples (tombstones) are left out; a series whose
     /// chunks in the range are all deleted is not selected.
     pub fn select(&self, ms: &[Matcher]) -> Result<Vec<Series>> {
-        let mut by: BTreeMap<Labels, Vec<SChunk>> = BTreeMap::new();
+        let mut head: Vec<(Labels, Vec<SChunk>)> = Vec::new();
         let head_dels = self.db.head_tombstones();
         for m in self.db.head.select(ms) {
             let cs = self.db.head.series_chunks(&m, self.mint, self.maxt);
@@ -177,7 +177,7 @@ impl Querier {
             }
             let labels = m.labels();
             let dels = head_dels.get(&labels);
-            let e = by.entry(labels).or_default();
+            let mut e = Vec::with_capacity(cs.len());
             for c in cs {
                 let Some(del) = chunk_dels(dels, c.min_time, c.max_time) else {
                     continue;
@@ -190,9 +190,21 @@ impl Querier {
                     group: None,
                 });
             }
+            head.push((labels, e));
         }
+        let blocks = self.blocks();
+        if blocks.is_empty() {
+            // the head's series only, each label set once: sorted without a merge
+            head.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+            return Ok(head
+                .into_iter()
+                .filter(|(_, cs)| !cs.is_empty())
+                .map(|(labels, chunks)| self.make_series(labels, chunks, None))
+                .collect());
+        }
+        let mut by: BTreeMap<Labels, Vec<SChunk>> = head.into_iter().collect();
         let mut groups = GroupsBuilder::default();
-        for (bi, b) in self.blocks().iter().enumerate() {
+        for (bi, b) in blocks.iter().enumerate() {
             let stones = b.tombstones();
             for s in b.select(ms, self.mint, self.maxt)? {
                 let dels = stones.get(&s.labels);
@@ -217,21 +229,29 @@ impl Querier {
         Ok(by
             .into_iter()
             .filter(|(_, cs)| !cs.is_empty())
-            .map(|(labels, mut chunks)| {
-                chunks.sort_by_key(|c| (c.min_time, c.max_time));
-                // chunks with deleted samples take the merging path, which filters them
-                let overlapping = chunks.windows(2).any(|w| w[1].min_time <= w[0].max_time)
-                    || chunks.iter().any(|c| c.del.is_some());
-                Series {
-                    labels,
-                    chunks,
-                    mint: self.mint,
-                    maxt: self.maxt,
-                    overlapping,
-                    groups: groups.clone(),
-                }
-            })
+            .map(|(labels, chunks)| self.make_series(labels, chunks, groups.clone()))
             .collect())
+    }
+
+    /// A selected series of `chunks` (not empty, in any order).
+    fn make_series(
+        &self,
+        labels: Labels,
+        mut chunks: Vec<SChunk>,
+        groups: Option<Arc<Groups>>,
+    ) -> Series {
+        chunks.sort_by_key(|c| (c.min_time, c.max_time));
+        // chunks with deleted samples take the merging path, which filters them
+        let overlapping = chunks.windows(2).any(|w| w[1].min_time <= w[0].max_time)
+            || chunks.iter().any(|c| c.del.is_some());
+        Series {
+            labels,
+            chunks,
+            mint: self.mint,
+            maxt: self.maxt,
+            overlapping,
+            groups,
+        }
     }
 
     /// The label sets of the series matching `ms` with samples in the range, sorted; as
@@ -299,6 +319,11 @@ impl Series {
     /// The series' labels.
     pub fn labels(&self) -> &Labels {
         &self.labels
+    }
+
+    /// The series' labels, taken (once its samples have been read).
+    pub fn into_labels(self) -> Labels {
+        self.labels
     }
 
     /// The number of chunks holding its samples.
