@@ -179,6 +179,16 @@ impl SelectionCache {
         self.points -= freed;
     }
 
+    /// The number of selections kept.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether no selection is kept.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
     /// Selections read from the cache and from the store since it was made.
     pub fn hits_and_misses(&self) -> (u64, u64) {
         (self.hits, self.misses)
@@ -288,4 +298,70 @@ fn for_each_selector(e: &Expr, f: &mut dyn FnMut(&VectorSelector)) {
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parser::parse;
+
+    fn name(n: &str) -> Vec<Matcher> {
+        vec![Matcher::equal(METRIC_NAME, n)]
+    }
+
+    fn data() -> Arc<Vec<Loaded>> {
+        Arc::new(vec![Loaded {
+            metric: Arc::new(Labels::from_pairs([(METRIC_NAME, "a")])),
+            points: vec![crate::value::FPoint { t: 1, f: 1.0 }],
+        }])
+    }
+
+    /// The evaluator's read of a selector: from the cache, or "decoded" and offered to it.
+    fn read(c: &mut SelectionCache, n: &str) -> bool {
+        let hit = c.get(&name(n), 0, 10).is_some();
+        if !hit {
+            c.insert(&name(n), Vec::new(), 0, 10, data());
+        }
+        hit
+    }
+
+    #[test]
+    fn a_plan_keeps_only_selectors_read_again_until_their_last_read() {
+        let exprs = ["sum(a) + b", "a", "a * 2"].map(|e| parse(e).unwrap());
+        let mut c = SelectionCache::default();
+        c.plan(&exprs);
+        // the first query: `a` is kept for the next two, `b` (read once) is not
+        assert!(!read(&mut c, "a"));
+        assert!(!read(&mut c, "b"));
+        assert_eq!(c.len(), 1);
+        // a template's query of a selector no rule reads is not kept either
+        assert!(!read(&mut c, "x"));
+        assert_eq!(c.len(), 1);
+        assert!(read(&mut c, "a"));
+        assert_eq!(c.len(), 1);
+        // the last planned read takes it out
+        assert!(read(&mut c, "a"));
+        assert!(c.is_empty());
+        assert_eq!(c.points, 0);
+        assert_eq!(c.hits_and_misses(), (2, 3));
+        // without a plan every selection is kept
+        c.clear();
+        assert!(!read(&mut c, "b"));
+        assert!(read(&mut c, "b"));
+        assert_eq!(c.len(), 1);
+    }
+
+    #[test]
+    fn an_invalidated_selection_is_read_again_and_kept_for_the_reads_left() {
+        let exprs = ["a", "a", "a"].map(|e| parse(e).unwrap());
+        let mut c = SelectionCache::default();
+        c.plan(&exprs);
+        assert!(!read(&mut c, "a"));
+        c.invalidate(&Labels::from_pairs([(METRIC_NAME, "a"), ("job", "x")]));
+        assert!(c.is_empty());
+        assert!(!read(&mut c, "a"));
+        assert_eq!(c.len(), 1);
+        assert!(read(&mut c, "a"));
+        assert!(c.is_empty());
+    }
 }
