@@ -18,3 +18,30 @@ fn rules_parse_corpus() {
     // record.yml, alert.yml and anchors.yml are valid rule files
     assert!(valid >= 3, "only {valid} corpus files are valid rule files");
 }
+
+/// Replays `fuzz/corpus/template_expand/` through `inferdb::template::fuzz_expand`: every
+/// template expands or fails with an error; the well-formed ones expand.
+#[test]
+fn template_expand_corpus() {
+    let files = common::fuzz_corpus("template_expand", 10);
+    let mut expanded = Vec::new();
+    for (path, bytes) in &files {
+        if inferdb::template::fuzz_expand(bytes) {
+            expanded.push(path.file_name().unwrap().to_string_lossy().into_owned());
+        }
+    }
+    for good in [
+        "pack_summary.txt",
+        "query_range.txt",
+        "if_else.txt",
+        "functions.txt",
+    ] {
+        assert!(
+            expanded.iter().any(|e| e == good),
+            "{good} did not expand: {expanded:?}"
+        );
+    }
+    for bad in ["unclosed.txt", "call_errors.txt"] {
+        assert!(!expanded.iter().any(|e| e == bad), "{bad} expanded");
+    }
+}

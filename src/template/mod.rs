@@ -765,6 +765,42 @@ pub fn expand_alert(
     )
 }
 
+/// The fuzz target's body (`fuzz/fuzz_targets/template_expand.rs`): any text is checked as an
+/// alert template and expanded, as text and as HTML, with labels, a value and a `query`
+/// function; a template that cannot be parsed or run is an error, never a panic. Returns
+/// whether the alert template expanded.
+pub fn fuzz_expand(data: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(data);
+    let _ = parse_test_alert("fuzz", &text);
+    let alert = AlertData {
+        labels: vec![
+            ("instance".to_string(), "vllm-0:8000".to_string()),
+            ("model_name".to_string(), "meta/llama".to_string()),
+        ],
+        external_labels: vec![("cluster".to_string(), "a".to_string())],
+        external_url: "http://localhost:9090".to_string(),
+        value: 0.95,
+    };
+    let query = |q: &str| -> QueryResult {
+        if q.is_empty() {
+            return Err("empty query".to_string());
+        }
+        Ok(vec![(
+            vec![("instance".to_string(), "a:1".to_string())],
+            1.5,
+        )])
+    };
+    let ok = expand_alert("fuzz", &text, &alert, Some(&query)).is_ok();
+    let html = ExpandOptions {
+        html: true,
+        missingkey_error: true,
+        external_url: "http://localhost:9090",
+        query: Some(&query),
+    };
+    let _ = expand("fuzz", &text, data_value(&alert), &html);
+    ok
+}
+
 /// Wraps a template function so that its error names it (`\u{1}name\u{1}message`), for
 /// [`go_message`] to word it as Go's `error calling name: message` at the call's position.
 macro_rules! called {
