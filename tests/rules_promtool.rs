@@ -365,3 +365,47 @@ fn template_errors_as_promtool_2_42() {
         o.stderr
     );
 }
+
+/// Actions left open at the end of an alert template (which the template crate's lexer never
+/// returns on when the action ends in a space), an unterminated string or comment, and an
+/// unknown variable or function before the end: `rules check` reports each as promtool 2.42
+/// does, with its line, and returns.
+#[test]
+fn unclosed_actions_as_promtool_2_42() {
+    if !common::require_tools(
+        &["promtool"],
+        "unclosed template actions against promtool 2.42",
+    ) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let templates = [
+        r#"'{{ printf "%s" '"#,
+        r#""{{ x \n""#,
+        r#""ok\n{{ .a \n\n""#,
+        "'{{ printf'",
+        r#"'{{ "abc '"#,
+        r#""{{/* note \nmore""#,
+        r#""x {{ if .y \n }} {{ $nope ""#,
+    ];
+    let mut rules = String::from("groups:\n- name: g\n  rules:\n");
+    for (i, t) in templates.iter().enumerate() {
+        rules.push_str(&format!(
+            "  - alert: A{i}\n    expr: up == 0\n    annotations:\n      a: {t}\n"
+        ));
+    }
+    std::fs::write(tmp.path().join("rules.yml"), rules).unwrap();
+    let p = Command::new("promtool")
+        .current_dir(tmp.path())
+        .args(["check", "rules", "rules.yml"])
+        .output()
+        .unwrap();
+    let o = run(tmp.path(), &["rules", "check", "rules.yml"]);
+    let p_err = String::from_utf8_lossy(&p.stderr);
+    assert_eq!(p.status.code(), Some(o.code), "{p_err}\n---\n{}", o.stderr);
+    assert_eq!(p_err.trim_end(), o.stderr.trim_end());
+    assert_eq!(
+        o.stderr.matches("template: __alert_A").count(),
+        templates.len()
+    );
+}

@@ -351,6 +351,9 @@ fn parse_go(name: &str, text: &str) -> Result<Template, String> {
     if let Some((line, msg)) = unrecognized_character(text) {
         return Err(format!("template: {name}:{line}: {msg}"));
     }
+    if let Some(at) = open_action(text) {
+        return Err(unclosed(name, text, at));
+    }
     let mut t = new_template(name);
     let Err(e) = t.parse(text.to_string()) else {
         return Ok(t);
@@ -372,8 +375,16 @@ fn parse_go(name: &str, text: &str) -> Result<Template, String> {
     let mut end = 0;
     for (k, l) in text.split_inclusive('\n').enumerate() {
         end += l.len();
+        // a prefix that ends inside an action is read with the action closed (see open_action)
+        let mut prefix = text[..end].to_string();
+        if open_action(&prefix).is_some() {
+            prefix.push_str("}}");
+            if open_action(&prefix).is_some() {
+                continue;
+            }
+        }
         let mut p = new_template(name);
-        if let Err(pe) = p.parse(text[..end].to_string()) {
+        if let Err(pe) = p.parse(prefix) {
             if pe.to_string() == e.to_string() {
                 line = k + 1;
                 break;
@@ -381,6 +392,77 @@ fn parse_go(name: &str, text: &str) -> Result<Template, String> {
         }
     }
     Err(format!("template: {name}:{line}: {body}"))
+}
+
+/// Where the first action left open at the end of `text` starts (its `{{`). gtmpl's lexer never
+/// returns on such text when the action ends in a space (`{{ x `), so it is refused before
+/// gtmpl sees it.
+fn open_action(text: &str) -> Option<usize> {
+    let mut from = 0;
+    while let Some(i) = text[from..].find("{{") {
+        let at = from + i;
+        let after = &text[at + 2..];
+        let after = after.strip_prefix("- ").unwrap_or(after);
+        let Some(end) = action_end(after) else {
+            return Some(at);
+        };
+        from = text.len() - after.len() + end + 2;
+    }
+    None
+}
+
+/// Go's error for text whose action opened at byte `at` is not closed, as its lexer and parser
+/// find it: a comment or quoted string left open where it starts; otherwise the tokens before
+/// the end are read first (an unknown function or variable, a stray `}` there is the error),
+/// then the end of the text is `unclosed action`, at the last line, naming the line the action started on
+/// when that is another.
+fn unclosed(name: &str, text: &str, at: usize) -> String {
+    let line_of = |byte: usize| 1 + text[..byte].matches('\n').count();
+    let inner = text[at + 2..].trim_start_matches("- ");
+    let inner_at = text.len() - inner.len();
+    if inner.trim_start().starts_with("/*") && !inner.contains("*/") {
+        return format!("template: {name}:{}: unclosed comment", line_of(at));
+    }
+    let b = inner.as_bytes();
+    let mut quote: Option<(u8, usize)> = None;
+    let mut i = 0;
+    while i < b.len() {
+        match quote {
+            Some((q, _)) if b[i] == b'\\' && q != b'`' => i += 1,
+            Some((q, _)) if b[i] == q => quote = None,
+            Some(_) => {}
+            None if matches!(b[i], b'"' | b'`' | b'\'') => quote = Some((b[i], i)),
+            None => {}
+        }
+        i += 1;
+    }
+    if let Some((q, qi)) = quote {
+        let what = match q {
+            b'"' => "unterminated quoted string",
+            b'`' => "unterminated raw quoted string",
+            _ => "unterminated character constant",
+        };
+        return format!("template: {name}:{}: {what}", line_of(inner_at + qi));
+    }
+    let closed = format!("{text}}}}}");
+    if open_action(&closed).is_none() {
+        if let Err(e) = parse_go(name, &closed) {
+            // an error at the added `}}` or at the end is the end's: `unclosed action`
+            let body = go_body(&e);
+            if !["EOF", "unclosed", "missing", "empty"]
+                .iter()
+                .any(|w| body.contains(w))
+            {
+                return e;
+            }
+        }
+    }
+    let (start, line) = (line_of(at), line_of(text.len()));
+    if start == line {
+        format!("template: {name}:{line}: unclosed action")
+    } else {
+        format!("template: {name}:{line}: unclosed action started at {name}:{start}")
+    }
 }
 
 /// Pipes every printing action into `printer`: `__print` writes values as Go's `fmt` does
