@@ -13,8 +13,10 @@
 2. Runs the provisioned dashboard's queries (deploy/grafana/dashboards/vllm.json, variables set
    to "All", `$__rate_interval` as Grafana sets it for a 15 s scrape interval) and the queries of
    issue #21 as `/api/v1/query` (at the range's end), `/api/v1/query_range` over 6 h at 15 s and
-   over 24 h at 60 s, POSTed as Grafana sends them over a kept-alive connection per server,
-   RUNS times each (default 5), the servers taking turns in a rotating order.
+   over 24 h at 60 s, POSTed as Grafana sends them (form body, `Accept-Encoding: gzip`) over a
+   kept-alive connection per server, RUNS times each (default 5), the servers taking turns in a
+   rotating order. A request's latency is from writing it to reading the last byte of the
+   response, on a raw socket (no HTTP library in the timed part).
    - "first": inferdb with `--query.result-cache-size=0` and VictoriaMetrics with
      `-search.disableCache`, so every run is a first evaluation;
    - "refresh": both with their caches on (defaults); each query is asked once over its range,
@@ -29,15 +31,19 @@ Environment: IDB (inferdb binary, default target/release/inferdb), GEN (gen_open
 default target/release/examples/gen_openmetrics), RUNS, ONLY (comma-separated query names),
 KINDS (default instant,6h,24h), PHASES (default first,refresh), NO_VM=1 (leave
 VictoriaMetrics out), PORT_BASE (default 19190: Prometheus there, inferdb and
-VictoriaMetrics on the next two ports). Build first: cargo build --release --bin inferdb --example gen_openmetrics.
+VictoriaMetrics on the next two ports), ENCODING (default gzip; identity asks for plain
+responses). Build first: cargo build --release --bin inferdb --example gen_openmetrics.
 Needs prometheus and promtool 2.42, victoria-metrics, python3 (standard library only).
 """
 
+import gzip
 import http.client
 import json
 import math
 import os
+import re
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -56,6 +62,8 @@ ONLY = [q for q in os.environ.get("ONLY", "").split(",") if q]
 NO_VM = os.environ.get("NO_VM") == "1"
 HAS_CACHE_FLAG = True
 PORT_BASE = int(os.environ.get("PORT_BASE", "19190"))
+# what the client accepts: Grafana's Go transport asks for gzip (spec/grafana-prometheus-api.md)
+ENCODING = os.environ.get("ENCODING", "gzip")
 PORTS = {"prom": PORT_BASE, "inferdb": PORT_BASE + 1, "vm": PORT_BASE + 2}
 
 # the generator's first scrape (2026-12-01T00:00:00Z); the data covers 24 h from there
@@ -268,22 +276,88 @@ def stop(p):
 
 
 class Client:
-    """One kept-alive connection to a server; `ask` POSTs a form as Grafana does."""
+    """One kept-alive connection to a server; `ask` POSTs a form with Grafana's headers
+    (`Accept-Encoding: gzip` unless ENCODING says otherwise, as Go's transport sends it).
+
+    The timed part is writing the prepared request and reading the whole response (headers,
+    then `Content-Length` bytes or every chunk); headers are split and gzip undone after the
+    clock stops, so that the client adds as little as it can to either server's figure."""
 
     def __init__(self, name):
         self.name = name
-        self.conn = http.client.HTTPConnection("127.0.0.1", PORTS[name], timeout=300)
+        self.port = PORTS[name]
+        self.sock = None
+
+    def _connect(self):
+        self.sock = socket.create_connection(("127.0.0.1", self.port), timeout=300)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = b""
+
+    def _read_response(self):
+        """Reads one response from the connection: (head bytes, body bytes as sent)."""
+        buf, sock = self.buf, self.sock
+        while True:
+            i = buf.find(b"\r\n\r\n")
+            if i >= 0:
+                break
+            more = sock.recv(1 << 20)
+            if not more:
+                raise ConnectionError("connection closed before the response headers")
+            buf += more
+        head, buf = buf[:i], buf[i + 4:]
+        low = head.lower()
+        m = re.search(rb"\r\ncontent-length:\s*(\d+)", low)
+        if m:
+            n = int(m.group(1))
+            while len(buf) < n:
+                more = sock.recv(1 << 20)
+                if not more:
+                    raise ConnectionError("connection closed in the body")
+                buf += more
+            body, self.buf = buf[:n], buf[n:]
+            return head, body
+        if b"\r\ntransfer-encoding: chunked" not in low:
+            raise SystemExit(f"{self.name}: response with neither length nor chunks: {head!r}")
+        parts, pos = [], 0
+        while True:
+            j = buf.find(b"\r\n", pos)
+            while j < 0:
+                more = sock.recv(1 << 20)
+                if not more:
+                    raise ConnectionError("connection closed in a chunk header")
+                buf += more
+                j = buf.find(b"\r\n", pos)
+            size = int(buf[pos:j].split(b";")[0], 16)
+            end = j + 2 + size + 2
+            while len(buf) < end:
+                more = sock.recv(1 << 20)
+                if not more:
+                    raise ConnectionError("connection closed in a chunk")
+                buf += more
+            if size == 0:
+                # no trailers are sent by these servers: the last chunk ends with CRLF
+                self.buf = buf[end:]
+                return head, b"".join(parts)
+            parts.append(buf[j + 2:j + 2 + size])
+            pos = end
 
     def ask(self, path, params):
-        body = urllib.parse.urlencode(params)
+        body = urllib.parse.urlencode(params).encode()
+        req = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{self.port}\r\n"
+               f"User-Agent: Grafana/11.0.0\r\nAccept-Encoding: {ENCODING}\r\n"
+               f"Content-Type: application/x-www-form-urlencoded\r\n"
+               f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+        if self.sock is None:
+            self._connect()
         t = time.perf_counter()
-        self.conn.request("POST", path, body=body, headers={
-            "Content-Type": "application/x-www-form-urlencoded"})
-        r = self.conn.getresponse()
-        data = r.read()
+        self.sock.sendall(req)
+        head, data = self._read_response()
         dt = time.perf_counter() - t
-        if r.status != 200:
-            raise SystemExit(f"{self.name} {path} {params}: {r.status} {data[:300]!r}")
+        status = int(head.split(b" ", 2)[1])
+        if b"\r\ncontent-encoding: gzip" in head.lower():
+            data = gzip.decompress(data)
+        if status != 200:
+            raise SystemExit(f"{self.name} {path} {params}: {status} {data[:300]!r}")
         return dt, data
 
 
