@@ -291,54 +291,45 @@ class Client:
     def _connect(self):
         self.sock = socket.create_connection(("127.0.0.1", self.port), timeout=300)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.buf = b""
+        self.buf = bytearray()
+        self.rx = memoryview(bytearray(1 << 16))
+
+    def _fill(self, what):
+        # into a buffer kept for the connection (recv(n) would allocate n bytes per call)
+        n = self.sock.recv_into(self.rx)
+        if not n:
+            raise ConnectionError(f"{self.name}: connection closed in the {what}")
+        self.buf += self.rx[:n]  # amortised: a bytearray grows in place
 
     def _read_response(self):
-        """Reads one response from the connection: (head bytes, body bytes as sent)."""
-        buf, sock = self.buf, self.sock
-        while True:
-            i = buf.find(b"\r\n\r\n")
-            if i >= 0:
-                break
-            more = sock.recv(1 << 20)
-            if not more:
-                raise ConnectionError("connection closed before the response headers")
-            buf += more
-        head, buf = buf[:i], buf[i + 4:]
+        """Reads one response from the connection into `buf`: returns the head, the spans of
+        `buf` that hold the body as sent, and where the response ends in `buf` (the body is
+        put together by the caller, after the clock stops)."""
+        buf = self.buf
+        while (i := buf.find(b"\r\n\r\n")) < 0:
+            self._fill("response headers")
+        head, pos = bytes(buf[:i]), i + 4
         low = head.lower()
         m = re.search(rb"\r\ncontent-length:\s*(\d+)", low)
         if m:
-            n = int(m.group(1))
-            while len(buf) < n:
-                more = sock.recv(1 << 20)
-                if not more:
-                    raise ConnectionError("connection closed in the body")
-                buf += more
-            body, self.buf = buf[:n], buf[n:]
-            return head, body
+            end = pos + int(m.group(1))
+            while len(buf) < end:
+                self._fill("body")
+            return head, [(pos, end)], end
         if b"\r\ntransfer-encoding: chunked" not in low:
             raise SystemExit(f"{self.name}: response with neither length nor chunks: {head!r}")
-        parts, pos = [], 0
+        spans = []
         while True:
-            j = buf.find(b"\r\n", pos)
-            while j < 0:
-                more = sock.recv(1 << 20)
-                if not more:
-                    raise ConnectionError("connection closed in a chunk header")
-                buf += more
-                j = buf.find(b"\r\n", pos)
-            size = int(buf[pos:j].split(b";")[0], 16)
+            while (j := buf.find(b"\r\n", pos)) < 0:
+                self._fill("chunk header")
+            size = int(bytes(buf[pos:j]).split(b";")[0], 16)
             end = j + 2 + size + 2
             while len(buf) < end:
-                more = sock.recv(1 << 20)
-                if not more:
-                    raise ConnectionError("connection closed in a chunk")
-                buf += more
+                self._fill("chunk")
             if size == 0:
                 # no trailers are sent by these servers: the last chunk ends with CRLF
-                self.buf = buf[end:]
-                return head, b"".join(parts)
-            parts.append(buf[j + 2:j + 2 + size])
+                return head, spans, end
+            spans.append((j + 2, j + 2 + size))
             pos = end
 
     def ask(self, path, params):
@@ -351,8 +342,10 @@ class Client:
             self._connect()
         t = time.perf_counter()
         self.sock.sendall(req)
-        head, data = self._read_response()
+        head, spans, end = self._read_response()
         dt = time.perf_counter() - t
+        data = b"".join(bytes(self.buf[a:b]) for a, b in spans)
+        del self.buf[:end]
         status = int(head.split(b" ", 2)[1])
         if b"\r\ncontent-encoding: gzip" in head.lower():
             data = gzip.decompress(data)
