@@ -25,13 +25,19 @@
 //!            member 0's values, count samples
 //! column  := kind:u8 [intparams:u8] first:uvarint bits_len:uvarint bits[bits_len]
 //! kind    := value coding as in an ordinary chunk's kind bits 0-1 (1 XOR, 2 integer,
-//!            3 constant), other bits zero; intparams as in an ordinary chunk (integers);
-//!            first and bits as an ordinary chunk's first value and value codes, with no
-//!            timestamp codes (every column has count values)
+//!            3 constant); bit 7 set: the column holds the member's own values; other
+//!            bits zero; intparams as in an ordinary chunk (integers); first and bits as an
+//!            ordinary chunk's first value and value codes, with no timestamp codes (every
+//!            column has count values)
 //! crc32   := CRC-32 (IEEE) of every byte from 0x40 to the end of body
 //! ```
 //!
-//! Member `j`'s value in row `r` is `member[j - 1][r] + column[j][r]` (f64 addition).
+//! Member `j`'s value in row `r` is `member[j - 1][r] + column[j][r]` (f64 addition), or
+//! `column[j][r]` itself where the column is marked as holding the member's own values. The
+//! writer codes each column the cheaper way: the lowest buckets, which count few observations,
+//! are usually cheaper on their own than as offsets from `+Inf`, and a member whose column
+//! holds its own values is read without the columns below it (and, where the base's
+//! timestamps are regular, without decoding the base's values).
 //! Ordinary chunks never have bits 6 or 7 of their first byte set, so readers that do not
 //! know groups reject them as an unknown encoding.
 
@@ -41,6 +47,9 @@ use super::*;
 const GROUP_KIND: u8 = 0x40;
 /// Bit set in every marker byte.
 const MARKER: u8 = 0x80;
+/// Bit 7 of a column's kind byte: the column holds its member's own values rather than
+/// differences from the member below.
+const COLUMN_ABSOLUTE: u8 = 0x80;
 /// Most members in one group (the marker's 7 bits).
 pub const MAX_GROUP_MEMBERS: usize = 128;
 /// Largest magnitude of a grouped value: differences of two such values are exact in f64.
@@ -183,6 +192,8 @@ fn verify_group_crc(m: &MemberRef<'_>) -> Result<(), Error> {
 /// A column's header and bits.
 struct Column<'a> {
     value: ValueEncoding,
+    /// Whether the column holds the member's own values (not differences).
+    absolute: bool,
     first: u64,
     bits: &'a [u8],
     /// Offset of `bits` in the group.
@@ -195,7 +206,8 @@ fn parse_column<'a>(body: &'a [u8], pos: &mut usize, base: usize) -> Result<Colu
         .get(at)
         .ok_or_else(|| corrupt(base + at, "group column missing"))?;
     *pos += 1;
-    let value = match b0 {
+    let absolute = b0 & COLUMN_ABSOLUTE != 0;
+    let value = match b0 & !COLUMN_ABSOLUTE {
         KIND_XOR => ValueEncoding::Xor,
         KIND_CONST => ValueEncoding::Const,
         KIND_INT => {
@@ -232,6 +244,7 @@ fn parse_column<'a>(body: &'a [u8], pos: &mut usize, base: usize) -> Result<Colu
     let bits = &body[*pos..end];
     let c = Column {
         value,
+        absolute,
         first,
         bits,
         at: base + *pos,
@@ -244,6 +257,7 @@ fn parse_column<'a>(body: &'a [u8], pos: &mut usize, base: usize) -> Result<Colu
 #[derive(Debug, Clone, Copy)]
 struct ColumnAt {
     value: ValueEncoding,
+    absolute: bool,
     first: u64,
     start: usize,
     end: usize,
@@ -251,17 +265,22 @@ struct ColumnAt {
 
 /// One histogram group opened for decoding its members, in any order, each column once.
 ///
-/// Opening verifies the group's checksum (once) and decodes the timestamps and member 0;
-/// asking for member `j` decodes the columns up to `j` that are not decoded yet. The members
-/// a reader will still ask for (`wanted`) are kept as they are passed on the way up; the
-/// others are not. Readers that read several members of one group (the querier, for a
+/// Opening verifies the group's checksum (once), reads every column's header and the
+/// timestamps: from the base's header alone where they are regular, else by decoding the
+/// base. Asking for member `j` decodes the columns up to `j` that are not decoded yet,
+/// starting at the highest column at or below `j` that holds its member's own values when no
+/// wanted member lies below it (so member 0's values are decoded only when needed). The
+/// members a reader will still ask for (`wanted`) are kept as they are passed on the way up;
+/// the others are not. Readers that read several members of one group (the querier, for a
 /// histogram's buckets) keep one decoder per group instead of decoding each member alone.
 #[derive(Debug)]
 pub struct GroupDecoder {
     ts: Vec<i64>,
-    /// Values of member `at`, the highest decoded so far.
+    /// Values of member `at`, the highest decoded so far (empty while `base` is pending).
     top: Vec<f64>,
     at: usize,
+    /// Where the base chunk is in the group while member 0's values are not decoded yet.
+    base: Option<(usize, usize)>,
     columns: Vec<ColumnAt>,
     /// The group's length in bytes: later calls must pass a member of the same group.
     len: usize,
@@ -279,9 +298,9 @@ pub struct GroupDecoder {
 
 impl GroupDecoder {
     /// Opens the group of the member whose bytes start `bytes` (from its marker): checks the
-    /// group's structure (and its checksum when `verify`), decodes the timestamps and member
-    /// 0 and reads every column's header. `wanted` has bit `j` set for each member `j` that
-    /// will be asked for.
+    /// group's structure (and its checksum when `verify`), reads every column's header and
+    /// the timestamps (decoding member 0 with them unless they are regular). `wanted` has bit
+    /// `j` set for each member `j` that will be asked for.
     pub fn open(bytes: &[u8], wanted: u128, verify: bool) -> Result<GroupDecoder, Error> {
         let m = parse_member(bytes)?;
         if verify {
@@ -310,13 +329,29 @@ impl GroupDecoder {
                 ),
             ));
         }
-        let mut it = header::open_body(base, &p).map_err(|e| shift(e, off + pos))?;
         let n = usize::from(m.count);
-        let (mut ts, mut vs) = (Vec::with_capacity(n), Vec::with_capacity(n));
-        it.decode_into(&mut ts, &mut vs);
-        if let Some(e) = it.take_err() {
-            return Err(shift(e, off + pos));
-        }
+        let base_at = (m.body_start + pos, m.body_start + base_end);
+        let (ts, top, pending) = if p.time == TimeEncoding::Regular {
+            let it = header::open_body(base, &p).map_err(|e| shift(e, off + pos))?;
+            let (t0, d) = (it.t0, it.delta1);
+            let last = i64::try_from(n - 1)
+                .ok()
+                .and_then(|k| k.checked_mul(d))
+                .and_then(|x| t0.checked_add(x));
+            if last.is_none() {
+                return Err(corrupt(off + pos, "timestamps overflow"));
+            }
+            let ts: Vec<i64> = (0..n as i64).map(|i| t0 + i * d).collect();
+            (ts, Vec::new(), Some(base_at))
+        } else {
+            let mut it = header::open_body(base, &p).map_err(|e| shift(e, off + pos))?;
+            let (mut ts, mut vs) = (Vec::with_capacity(n), Vec::with_capacity(n));
+            it.decode_into(&mut ts, &mut vs);
+            if let Some(e) = it.take_err() {
+                return Err(shift(e, off + pos));
+            }
+            (ts, vs, None)
+        };
         pos = base_end;
         let mut columns = Vec::with_capacity(m.members - 1);
         for _ in 1..m.members {
@@ -324,6 +359,7 @@ impl GroupDecoder {
             let start = c.at - m.group_at;
             columns.push(ColumnAt {
                 value: c.value,
+                absolute: c.absolute,
                 first: c.first,
                 start,
                 end: start + c.bits.len(),
@@ -334,8 +370,9 @@ impl GroupDecoder {
         }
         Ok(GroupDecoder {
             ts,
-            top: vs,
+            top,
             at: 0,
+            base: pending,
             columns,
             len: m.group.len(),
             verify,
@@ -373,6 +410,8 @@ impl GroupDecoder {
         let j = m.member;
         let bit = 1u128 << j;
         let vals: &[f64] = if j == self.at {
+            self.decode_to(m.group, j)
+                .map_err(|e| shift(e, m.group_at))?;
             &self.top
         } else if let Some(v) = self.kept.get_mut(j).and_then(Option::take) {
             vs.extend_from_slice(&v);
@@ -402,9 +441,55 @@ impl GroupDecoder {
         Ok((self.ts, self.top))
     }
 
+    /// Decodes member 0's values from the base chunk (`group` from its kind byte) if they
+    /// are not decoded yet, checking the timestamps taken from its header.
+    fn decode_base(&mut self, group: &[u8]) -> Result<(), Error> {
+        let Some((start, end)) = self.base.take() else {
+            return Ok(());
+        };
+        let base = group
+            .get(start..end)
+            .ok_or_else(|| corrupt(start, "base outside the group"))?;
+        let p = header::parse_header(base).map_err(|e| shift(e, start))?;
+        let mut it = header::open_body(base, &p).map_err(|e| shift(e, start))?;
+        self.scratch.clear();
+        let mut vs = std::mem::take(&mut self.spare);
+        vs.clear();
+        it.decode_into(&mut self.scratch, &mut vs);
+        if let Some(e) = it.take_err() {
+            return Err(shift(e, start));
+        }
+        if self.scratch != self.ts {
+            return Err(corrupt(start, "base timestamps differ from its header's"));
+        }
+        self.top = vs;
+        Ok(())
+    }
+
     /// Decodes the columns above `at` up to member `j` (`group` from its kind byte); offsets
     /// in errors count from the group's start.
     fn decode_to(&mut self, group: &[u8], j: usize) -> Result<(), Error> {
+        if j > self.at {
+            // start at the highest column up to `j` that holds its member's own values, when
+            // no member still wanted would be passed over (member `at` included)
+            let from = (self.at + 1..=j).rev().find(|&k| {
+                self.columns.get(k - 1).is_some_and(|c| c.absolute)
+                    && self.wanted & (mask_below(k) & !mask_below(self.at)) == 0
+            });
+            if let Some(k) = from {
+                // `top` is stale from here: column `k` does not read it
+                self.at = k - 1;
+            }
+        }
+        let needs_base = if self.at == j {
+            j == 0
+        } else {
+            self.at == 0 && self.columns.first().is_some_and(|c| !c.absolute)
+                || self.at == 0 && self.wanted & 1 != 0
+        };
+        if needs_base {
+            self.decode_base(group)?;
+        }
         let n = self.ts.len();
         let count = u16::try_from(n).unwrap_or(u16::MAX);
         while self.at < j {
@@ -413,6 +498,22 @@ impl GroupDecoder {
                 .columns
                 .get(k - 1)
                 .ok_or_else(|| corrupt(0, format!("group has no member {j}")))?;
+            if !c.absolute
+                && matches!(c.value, ValueEncoding::Const)
+                && c.first == 0
+                && c.start == c.end
+            {
+                // a constant zero offset (`+Inf` against the count): member `k` is member
+                // `k - 1`, exactly (whole numbers plus +0.0)
+                if self.wanted & (1u128 << (k - 1)) != 0 {
+                    if self.kept.len() < k {
+                        self.kept.resize_with(self.columns.len() + 1, || None);
+                    }
+                    self.kept[k - 1] = Some(self.top.clone());
+                }
+                self.at = k;
+                continue;
+            }
             let bits = group
                 .get(c.start..c.end)
                 .ok_or_else(|| corrupt(c.start, "column outside the group"))?;
@@ -436,8 +537,10 @@ impl GroupDecoder {
             if col.len() != n {
                 return Err(corrupt(c.start, "column shorter than the group"));
             }
-            for (v, p) in col.iter_mut().zip(&self.top) {
-                *v += p;
+            if !c.absolute {
+                for (v, p) in col.iter_mut().zip(&self.top) {
+                    *v += p;
+                }
             }
             let below = std::mem::replace(&mut self.top, col);
             if self.wanted & (1u128 << (k - 1)) != 0 {
@@ -451,6 +554,16 @@ impl GroupDecoder {
             self.at = k;
         }
         Ok(())
+    }
+}
+
+/// Bits `0..k` set (members below `k`).
+#[inline]
+fn mask_below(k: usize) -> u128 {
+    if k >= 128 {
+        u128::MAX
+    } else {
+        (1u128 << k) - 1
     }
 }
 
@@ -518,6 +631,32 @@ fn shift(e: Error, by: usize) -> Error {
     }
 }
 
+/// Codes one column of `values` (one per row of `rows`) into `out` (replacing what it held):
+/// kind byte (with [`COLUMN_ABSOLUTE`] when `absolute`), integer parameters, first value
+/// code, length and bits; `None` when the cheapest coding is not row-regular.
+fn encode_column(rows: &[i64], values: &[f64], absolute: bool, out: &mut Vec<u8>) -> Option<()> {
+    out.clear();
+    let mut w = ChunkWriter::new();
+    for (&r, &v) in rows.iter().zip(values) {
+        w.append(r, v);
+    }
+    let (time, value, param) = w.cheapest(rows, values);
+    let e = w.encoder_from(rows, values, time, value, param);
+    if e.time != TimeEncoding::Regular && rows.len() > 1 {
+        return None;
+    }
+    let (kb, kn) = e.kind_bytes();
+    out.push((kb[0] & KIND_MASK) | if absolute { COLUMN_ABSOLUTE } else { 0 });
+    if kn == 2 {
+        out.push(kb[1]);
+    }
+    put_uvarint(out, e.first_value_code());
+    let bits = e.w.bytes();
+    put_uvarint(out, bits.len() as u64);
+    out.extend_from_slice(bits);
+    Some(())
+}
+
 /// Encodes one histogram group: `ts` the shared timestamps (strictly increasing, at most
 /// [`MAX_ENCODED_SAMPLES`]), `members[j]` member `j`'s values (same length). Returns the
 /// markers followed by the group (member `j`'s bytes start at offset `members - 1 - j`), or
@@ -551,28 +690,17 @@ pub fn encode_group(ts: &[i64], members: &[&[f64]]) -> Option<Vec<u8>> {
     body.extend_from_slice(&base);
     let rows: Vec<i64> = (0..ts.len() as i64).collect();
     let mut d = Vec::with_capacity(ts.len());
+    let (mut diff, mut own) = (Vec::new(), Vec::new());
     for j in 1..n {
         d.clear();
         // whole numbers of at most 2^52: the difference and the sum restoring it are exact
         d.extend(members[j].iter().zip(members[j - 1]).map(|(a, b)| a - b));
-        let mut w = ChunkWriter::new();
-        for (&r, &v) in rows.iter().zip(&d) {
-            w.append(r, v);
-        }
-        let (time, value, param) = w.cheapest(&rows, &d);
-        let e = w.encoder_from(&rows, &d, time, value, param);
-        if e.time != TimeEncoding::Regular && ts.len() > 1 {
-            return None;
-        }
-        let (kb, kn) = e.kind_bytes();
-        body.push(kb[0] & KIND_MASK);
-        if kn == 2 {
-            body.push(kb[1]);
-        }
-        put_uvarint(&mut body, e.first_value_code());
-        let bits = e.w.bytes();
-        put_uvarint(&mut body, bits.len() as u64);
-        body.extend_from_slice(bits);
+        encode_column(&rows, &d, false, &mut diff)?;
+        // the member's own values where they are no dearer (a low bucket counts few
+        // observations, and is then read without the columns below it); both codings are
+        // made, as no cheap guess picks the smaller one well (see BENCHMARKS.md)
+        encode_column(&rows, members[j], true, &mut own)?;
+        body.extend_from_slice(if own.len() <= diff.len() { &own } else { &diff });
     }
     let mut out = Vec::with_capacity(n + body.len() + 16);
     for j in (0..n).rev() {
@@ -786,6 +914,46 @@ mod tests {
         assert_eq!(member(&buf2[..ga.len()], 6, 2), want(&a, 2));
     }
 
+    /// Column headers of a group as coded: (kind byte, absolute) per column.
+    fn column_kinds(bytes: &[u8], n: usize) -> Vec<bool> {
+        let g = GroupDecoder::open(&bytes[n - 1..], 0, true).unwrap();
+        g.columns.iter().map(|c| c.absolute).collect()
+    }
+
+    #[test]
+    fn low_bucket_coded_on_its_own_is_read_without_the_base() {
+        // count, +Inf, then buckets: the lowest finite bucket counts few observations
+        let (ts, mut m) = histogram(6, 200, 5);
+        let count = m[5].clone();
+        m.insert(0, count.clone());
+        m[1] = count;
+        // make the lowest finite bucket small against the rest
+        for (i, v) in m[2].iter_mut().enumerate() {
+            *v = (i / 7) as f64;
+        }
+        for j in 3..m.len() {
+            for i in 0..ts.len() {
+                m[j][i] = m[j][i].max(m[j - 1][i]);
+            }
+        }
+        let n = m.len();
+        let bytes = roundtrip(&ts, &m).unwrap();
+        let kinds = column_kinds(&bytes, n);
+        assert!(kinds[1], "lowest finite bucket coded on its own: {kinds:?}");
+        assert!(!kinds[0], "+Inf coded against the count: {kinds:?}");
+        // read alone: timestamps from the base's header, member 0's values never decoded
+        let mut g = GroupDecoder::open(&bytes[n - 1 - 2..], 1 << 2, true).unwrap();
+        let (mut t, mut v) = (Vec::new(), Vec::new());
+        g.member_into(&bytes[n - 1 - 2..], &mut t, &mut v).unwrap();
+        assert_eq!(t, ts);
+        assert_eq!(v, m[2]);
+        assert!(g.base.is_some(), "the base's values were decoded");
+        // the count asked for afterwards still comes out right (decoded on its own)
+        let (mut t0, mut v0) = (Vec::new(), Vec::new());
+        g.member_into(&bytes[n - 1..], &mut t0, &mut v0).unwrap();
+        assert_eq!((t0, v0), (ts.clone(), m[0].clone()));
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
 
@@ -834,6 +1002,57 @@ mod tests {
                     }
                 }
                 None => prop_assert!(!exact),
+            }
+        }
+
+        /// Groups on a regular grid (timestamps from the base's header) read through one
+        /// decoder by a reader that wants some members and asks in any order, some twice:
+        /// every answer is the member's exact values, whichever columns hold own values.
+        #[test]
+        fn wanted_members_in_any_order(
+            members in 2usize..20,
+            rows in 1usize..200,
+            rates in proptest::collection::vec(0u64..9, 2..20),
+            wanted in any::<u32>(),
+            order in proptest::collection::vec(0usize..20, 1..30),
+        ) {
+            let ts: Vec<i64> = (0..rows as i64).map(|i| 1_700_000_000_000 + 15_000 * i).collect();
+            // as the block writer orders them: the count, `+Inf` (equal), then the finite
+            // buckets from the lowest, whose own values are often cheaper than offsets
+            let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ rows as u64;
+            let mut cum = vec![0f64; members];
+            let mut out = vec![Vec::with_capacity(rows); members];
+            for _ in 0..rows {
+                let mut bucket = vec![0f64; members];
+                let mut below = 0.0;
+                for (j, c) in cum.iter_mut().enumerate() {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let r = rates[j % rates.len()];
+                    *c += if r == 0 { 0.0 } else { (x % (r * r + 1)) as f64 };
+                    below += *c;
+                    bucket[j] = below;
+                }
+                let total = bucket[members - 1];
+                out[0].push(total);
+                for j in 1..members {
+                    out[j].push(if j == 1 { total } else { bucket[j - 2] });
+                }
+            }
+            let refs: Vec<&[f64]> = out.iter().map(Vec::as_slice).collect();
+            let bytes = encode_group(&ts, &refs).expect("whole numbers group");
+            let wanted = u128::from(wanted) & (u128::MAX >> (128 - members));
+            let mut g = GroupDecoder::open(&bytes[members - 1..], wanted, true).unwrap();
+            for &j in &order {
+                let j = j % members;
+                let b = &bytes[members - 1 - j..];
+                let (mut t, mut v) = (Vec::new(), Vec::new());
+                g.member_into(b, &mut t, &mut v).unwrap();
+                prop_assert_eq!(&t, &ts);
+                let got: Vec<u64> = v.iter().map(|v| v.to_bits()).collect();
+                let want: Vec<u64> = out[j].iter().map(|v| v.to_bits()).collect();
+                prop_assert_eq!(got, want, "member {}", j);
             }
         }
     }
