@@ -484,8 +484,9 @@ impl GroupDecoder {
         let needs_base = if self.at == j {
             j == 0
         } else {
-            self.at == 0 && self.columns.first().is_some_and(|c| !c.absolute)
-                || self.at == 0 && self.wanted & 1 != 0
+            // the chain starts at member 0: its values are read or kept
+            self.at == 0
+                && (self.wanted & 1 != 0 || self.columns.first().is_some_and(|c| !c.absolute))
         };
         if needs_base {
             self.decode_base(group)?;
@@ -932,8 +933,9 @@ mod tests {
             *v = (i / 7) as f64;
         }
         for j in 3..m.len() {
-            for i in 0..ts.len() {
-                m[j][i] = m[j][i].max(m[j - 1][i]);
+            let (lower, upper) = m.split_at_mut(j);
+            for (v, below) in upper[0].iter_mut().zip(&lower[j - 1]) {
+                *v = v.max(*below);
             }
         }
         let n = m.len();
