@@ -299,8 +299,9 @@ pub struct GroupDecoder {
 impl GroupDecoder {
     /// Opens the group of the member whose bytes start `bytes` (from its marker): checks the
     /// group's structure (and its checksum when `verify`), reads every column's header and
-    /// the timestamps (decoding member 0 with them unless they are regular). `wanted` has bit
-    /// `j` set for each member `j` that will be asked for.
+    /// the timestamps (decoding member 0 with them unless they are regular and the lowest
+    /// member in `wanted` is read without it). `wanted` has bit `j` set for each member `j`
+    /// that will be asked for.
     pub fn open(bytes: &[u8], wanted: u128, verify: bool) -> Result<GroupDecoder, Error> {
         let m = parse_member(bytes)?;
         if verify {
@@ -331,7 +332,29 @@ impl GroupDecoder {
         }
         let n = usize::from(m.count);
         let base_at = (m.body_start + pos, m.body_start + base_end);
-        let (ts, top, pending) = if p.time == TimeEncoding::Regular {
+        let mut cpos = base_end;
+        let mut columns = Vec::with_capacity(m.members - 1);
+        for _ in 1..m.members {
+            let c = parse_column(body, &mut cpos, off)?;
+            let start = c.at - m.group_at;
+            columns.push(ColumnAt {
+                value: c.value,
+                absolute: c.absolute,
+                first: c.first,
+                start,
+                end: start + c.bits.len(),
+            });
+        }
+        if cpos != body.len() {
+            return Err(corrupt(off + cpos, "trailing bytes after the last column"));
+        }
+        // member 0's values are decoded now, with the timestamps, when the lowest wanted
+        // member's chain starts at the base (or the timestamps are not regular); else the
+        // timestamps come from the base's header and its values wait until needed
+        let lowest = (wanted != 0).then(|| wanted.trailing_zeros() as usize);
+        let lazy = p.time == TimeEncoding::Regular
+            && lowest.is_none_or(|w| columns[..w.min(columns.len())].iter().any(|c| c.absolute));
+        let (ts, top, pending) = if lazy {
             let it = header::open_body(base, &p).map_err(|e| shift(e, off + pos))?;
             let (t0, d) = (it.t0, it.delta1);
             let last = i64::try_from(n - 1)
@@ -352,22 +375,6 @@ impl GroupDecoder {
             }
             (ts, vs, None)
         };
-        pos = base_end;
-        let mut columns = Vec::with_capacity(m.members - 1);
-        for _ in 1..m.members {
-            let c = parse_column(body, &mut pos, off)?;
-            let start = c.at - m.group_at;
-            columns.push(ColumnAt {
-                value: c.value,
-                absolute: c.absolute,
-                first: c.first,
-                start,
-                end: start + c.bits.len(),
-            });
-        }
-        if pos != body.len() {
-            return Err(corrupt(off + pos, "trailing bytes after the last column"));
-        }
         Ok(GroupDecoder {
             ts,
             top,
