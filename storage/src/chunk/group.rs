@@ -673,6 +673,13 @@ fn encode_column(rows: &[i64], values: &[f64], absolute: bool, out: &mut Vec<u8>
 /// of at most 2^52 (NaN, staleness markers, fractions, `-0.0`), or any member that would not
 /// decode to its exact bits.
 pub fn encode_group(ts: &[i64], members: &[&[f64]]) -> Option<Vec<u8>> {
+    encode_group_with(ts, members, true)
+}
+
+/// [`encode_group`]; `own_values: false` codes every column as an offset from the member
+/// below, as groups were written before columns could hold their own values (tests read
+/// such groups).
+fn encode_group_with(ts: &[i64], members: &[&[f64]], own_values: bool) -> Option<Vec<u8>> {
     let n = members.len();
     if !(2..=MAX_GROUP_MEMBERS).contains(&n)
         || ts.is_empty()
@@ -707,8 +714,14 @@ pub fn encode_group(ts: &[i64], members: &[&[f64]]) -> Option<Vec<u8>> {
         // the member's own values where they are no dearer (a low bucket counts few
         // observations, and is then read without the columns below it); both codings are
         // made, as no cheap guess picks the smaller one well (see BENCHMARKS.md)
-        encode_column(&rows, members[j], true, &mut own)?;
-        body.extend_from_slice(if own.len() <= diff.len() { &own } else { &diff });
+        if own_values {
+            encode_column(&rows, members[j], true, &mut own)?;
+        }
+        body.extend_from_slice(if own_values && own.len() <= diff.len() {
+            &own
+        } else {
+            &diff
+        });
     }
     let mut out = Vec::with_capacity(n + body.len() + 16);
     for j in (0..n).rev() {
@@ -961,6 +974,37 @@ mod tests {
         let (mut t0, mut v0) = (Vec::new(), Vec::new());
         g.member_into(&bytes[n - 1..], &mut t0, &mut v0).unwrap();
         assert_eq!((t0, v0), (ts.clone(), m[0].clone()));
+    }
+
+    #[test]
+    fn groups_of_offsets_only_read_as_before() {
+        // the layout written before columns could hold their own values
+        let (ts, mut m) = histogram(6, 150, 9);
+        let count = m[5].clone();
+        m.insert(0, count.clone());
+        m[1] = count;
+        let refs: Vec<&[f64]> = m.iter().map(Vec::as_slice).collect();
+        let n = m.len();
+        let old = encode_group_with(&ts, &refs, false).unwrap();
+        assert!(column_kinds(&old, n).iter().all(|own| !own));
+        let new = encode_group(&ts, &refs).unwrap();
+        assert!(column_kinds(&new, n).iter().any(|&own| own));
+        for wanted in [0u128, 1, 1 << 2, 1 << 4 | 1 << 3, 0b111_1111] {
+            let mut g = GroupDecoder::open(&old[n - 1..], wanted, true).unwrap();
+            for j in [4, 2, 0, 5, 1, 3, 6] {
+                let (mut t, mut v) = (Vec::new(), Vec::new());
+                g.member_into(&old[n - 1 - j..], &mut t, &mut v).unwrap();
+                assert_eq!((&t, &v), (&ts, &m[j]), "member {j}, wanted {wanted:#b}");
+            }
+        }
+        for j in 0..n {
+            let want: Vec<_> = ts
+                .iter()
+                .zip(&m[j])
+                .map(|(&t, v)| (t, v.to_bits()))
+                .collect();
+            assert_eq!(member(&old, n, j), want);
+        }
     }
 
     proptest! {
