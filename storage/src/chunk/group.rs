@@ -997,12 +997,8 @@ mod tests {
                 assert_eq!((&t, &v), (&ts, &m[j]), "member {j}, wanted {wanted:#b}");
             }
         }
-        for j in 0..n {
-            let want: Vec<_> = ts
-                .iter()
-                .zip(&m[j])
-                .map(|(&t, v)| (t, v.to_bits()))
-                .collect();
+        for (j, mj) in m.iter().enumerate() {
+            let want: Vec<_> = ts.iter().zip(mj).map(|(&t, v)| (t, v.to_bits())).collect();
             assert_eq!(member(&old, n, j), want);
         }
     }
