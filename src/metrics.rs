@@ -921,8 +921,14 @@ mod tests {
         assert_eq!(vals["test_reg_seconds_count"], 3.0);
         assert!((vals["test_reg_seconds_sum"] - 7.55).abs() < 1e-9);
         assert_eq!(vals["test_collected"], 42.0);
+        // the profile of the build running this test (debug assertions on or off)
+        let profile = if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        };
         let info = format!(
-            "inferdb_build_info{{goarch=\"{}\",goos=\"{}\",profile=\"debug\",revision=\"{}\",toolchain=\"{}\",version=\"{}\"}}",
+            "inferdb_build_info{{goarch=\"{}\",goos=\"{}\",profile=\"{profile}\",revision=\"{}\",toolchain=\"{}\",version=\"{}\"}}",
             std::env::consts::ARCH,
             std::env::consts::OS,
             crate::build_info::REVISION,
