@@ -56,12 +56,15 @@ if [ "${VM:-0}" = 1 ]; then
 	trap - EXIT
 fi
 
-PROM=$(du -sb "$W/prom" | cut -f1)
+# with SKIP_PROMTOOL=1 and no earlier Prometheus store, the ratios are left out
+PROM=$( [ -d "$W/prom" ] && du -sb "$W/prom" | cut -f1 || echo 0)
 for s in inferdb prom vm; do
 	[ -d "$W/$s" ] || continue
 	b=$(du -sb "$W/$s" | cut -f1)
 	awk -v s="$s" -v b="$b" -v n="$SAMPLES" -v p="$PROM" \
-		'BEGIN { printf "%-8s %12d bytes  %.3f B/sample  %.3f of Prometheus\n", s, b, b / n, b / p }'
+		'BEGIN { printf "%-8s %12d bytes  %.3f B/sample", s, b, b / n
+		         if (p > 0) printf "  %.3f of Prometheus", b / p
+		         printf "\n" }'
 done
 "$WDB" classes "$W/inferdb"
 "$WDB" decode "$W/inferdb" 5
