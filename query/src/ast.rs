@@ -455,7 +455,56 @@ pub struct Call {
     pub args: Vec<Expr>,
 }
 
+/// The direct sub-expressions of a node ([`Expr::children`]): at most two boxed operands,
+/// then a call's arguments.
+#[derive(Debug, Clone)]
+pub struct Children<'a> {
+    pair: [Option<&'a Expr>; 2],
+    next: usize,
+    args: std::slice::Iter<'a, Expr>,
+}
+
+impl<'a> Iterator for Children<'a> {
+    type Item = &'a Expr;
+
+    fn next(&mut self) -> Option<&'a Expr> {
+        while self.next < 2 {
+            self.next += 1;
+            if let Some(e) = self.pair[self.next - 1] {
+                return Some(e);
+            }
+        }
+        self.args.next()
+    }
+}
+
 impl Expr {
+    /// The node's direct sub-expressions, in the order they are evaluated: a binary
+    /// operation's left then right operand, an aggregation's parameter then its vector, a
+    /// call's arguments, the inside of a subquery, parentheses or a unary operator; none for
+    /// literals and selectors (a matrix selector's vector selector is part of it, not a child).
+    pub fn children(&self) -> Children<'_> {
+        let none: std::slice::Iter<'_, Expr> = [].iter();
+        let (pair, args) = match &self.kind {
+            ExprKind::Number(_)
+            | ExprKind::String(_)
+            | ExprKind::VectorSelector(_)
+            | ExprKind::MatrixSelector(_) => ([None, None], none),
+            ExprKind::Subquery(sq) => ([Some(&*sq.expr), None], none),
+            ExprKind::Paren(x) | ExprKind::Unary(_, x) | ExprKind::StepInvariant(x) => {
+                ([Some(&**x), None], none)
+            }
+            ExprKind::Binary(b) => ([Some(&*b.lhs), Some(&*b.rhs)], none),
+            ExprKind::Aggregate(a) => ([a.param.as_deref(), Some(&*a.expr)], none),
+            ExprKind::Call(c) => ([None, None], c.args.iter()),
+        };
+        Children {
+            pair,
+            next: 0,
+            args,
+        }
+    }
+
     /// Takes the node's kind out, leaving the number 0 in its place (for code that rebuilds a
     /// node from its parts: `Expr` has a `Drop`, so its fields cannot be moved out).
     pub fn take_kind(&mut self) -> ExprKind {
@@ -489,5 +538,36 @@ impl Drop for Expr {
                 pending.push(inner.rhs.take_kind());
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::parser::parse;
+
+    /// The printed form of each direct child of `q`'s root.
+    fn children(q: &str) -> Vec<String> {
+        parse(q)
+            .unwrap()
+            .children()
+            .map(|c| c.to_string())
+            .collect()
+    }
+
+    #[test]
+    fn children_in_evaluation_order() {
+        assert_eq!(children("a + on (x) b"), ["a", "b"]);
+        assert_eq!(children("topk(3, rate(x[5m]))"), ["3", "rate(x[5m])"]);
+        assert_eq!(children("sum by (l) (x)"), ["x"]);
+        assert_eq!(
+            children(r#"label_replace(x, "a", "$1", "b", "(.*)")"#),
+            ["x", r#""a""#, r#""$1""#, r#""b""#, r#""(.*)""#]
+        );
+        assert_eq!(children("-(x)"), ["(x)"]);
+        assert_eq!(children("(x)"), ["x"]);
+        assert_eq!(children("x[5m:1m]"), ["x"]);
+        assert!(children("x[5m]").is_empty());
+        assert!(children("x").is_empty());
+        assert!(children("1").is_empty());
     }
 }

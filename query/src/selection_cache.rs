@@ -275,28 +275,9 @@ impl SelectionCache {
 /// included).
 fn for_each_selector(e: &Expr, f: &mut dyn FnMut(&VectorSelector)) {
     crate::stack::grow(|| match &e.kind {
-        ExprKind::Number(_) | ExprKind::String(_) => {}
         ExprKind::VectorSelector(vs) => f(vs),
         ExprKind::MatrixSelector(ms) => f(&ms.selector),
-        ExprKind::Subquery(sq) => for_each_selector(&sq.expr, f),
-        ExprKind::Paren(x) | ExprKind::Unary(_, x) | ExprKind::StepInvariant(x) => {
-            for_each_selector(x, f)
-        }
-        ExprKind::Binary(b) => {
-            for_each_selector(&b.lhs, f);
-            for_each_selector(&b.rhs, f);
-        }
-        ExprKind::Aggregate(a) => {
-            if let Some(p) = &a.param {
-                for_each_selector(p, f);
-            }
-            for_each_selector(&a.expr, f);
-        }
-        ExprKind::Call(c) => {
-            for a in &c.args {
-                for_each_selector(a, f);
-            }
-        }
+        _ => e.children().for_each(|c| for_each_selector(c, f)),
     })
 }
 

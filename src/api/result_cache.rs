@@ -503,14 +503,13 @@ fn cacheable_node(e: &Expr) -> bool {
                 && matches!(sq.step, None | Some(Duration::Millis(_)))
                 && cacheable(&sq.expr)
         }
-        ExprKind::Paren(i) | ExprKind::Unary(_, i) | ExprKind::StepInvariant(i) => cacheable(i),
-        ExprKind::Binary(b) => cacheable(&b.lhs) && cacheable(&b.rhs),
-        ExprKind::Aggregate(a) => {
-            cacheable(&a.expr) && a.param.as_ref().is_none_or(|p| cacheable(p))
-        }
-        ExprKind::Call(c) => {
-            !matches!(c.func.as_str(), "start" | "end" | "range") && c.args.iter().all(cacheable)
-        }
+        ExprKind::Call(c) if matches!(c.func.as_str(), "start" | "end" | "range") => false,
+        ExprKind::Paren(_)
+        | ExprKind::Unary(..)
+        | ExprKind::StepInvariant(_)
+        | ExprKind::Binary(_)
+        | ExprKind::Aggregate(_)
+        | ExprKind::Call(_) => e.children().all(cacheable),
     }
 }
 
@@ -534,4 +533,33 @@ pub fn merge(cached: Vec<MatrixSeries>, fresh: Vec<MatrixSeries>) -> Vec<MatrixS
     }
     out.sort_by(|a, b| a.labels.cmp(&b.labels));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cacheable;
+    use inferdb_query::parser::parse;
+
+    #[test]
+    fn cacheable_looks_at_every_sub_expression() {
+        for q in [
+            "rate(x[5m])",
+            "sum by (a) (rate(x[5m])) / on (a) group_left count(y offset 1h)",
+            "topk(3, x)",
+            "max_over_time(rate(x[1m])[10m:1m])",
+            r#"label_replace(-(x), "a", "$1", "b", "(.*)")"#,
+        ] {
+            assert!(cacheable(&parse(q).unwrap()), "{q}");
+        }
+        for q in [
+            "x @ 100",
+            "sum(rate(x[5m])) + y @ 100",
+            "topk(scalar(y @ 100), x)",
+            "-(x @ start())",
+            "max_over_time(x[10m:1m] @ 100)",
+            r#"label_replace(rate(x[1m] @ end()), "a", "$1", "b", "(.*)")"#,
+        ] {
+            assert!(!cacheable(&parse(q).unwrap()), "{q}");
+        }
+    }
 }
