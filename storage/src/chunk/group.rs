@@ -955,7 +955,17 @@ mod tests {
         assert_eq!(member(&buf2[..ga.len()], 6, 2), want(&a, 2));
     }
 
-    /// Column headers of a group as coded: (kind byte, absolute) per column.
+    /// A histogram's members as the block writer orders them: the count, `+Inf` (equal to
+    /// it), then `buckets - 1` finite buckets from the lowest.
+    fn histogram_as_written(buckets: usize, rows: usize, seed: u64) -> (Vec<i64>, Vec<Vec<f64>>) {
+        let (ts, mut m) = histogram(buckets, rows, seed);
+        let count = m[buckets - 1].clone();
+        m.insert(0, count.clone());
+        m[1] = count;
+        (ts, m)
+    }
+
+    /// Per column of a group as coded: whether it holds its member's own values.
     fn column_kinds(bytes: &[u8], n: usize) -> Vec<bool> {
         let g = GroupDecoder::open(&bytes[n - 1..], 0, true).unwrap();
         g.columns.iter().map(|c| c.absolute).collect()
@@ -963,11 +973,7 @@ mod tests {
 
     #[test]
     fn low_bucket_coded_on_its_own_is_read_without_the_base() {
-        // count, +Inf, then buckets: the lowest finite bucket counts few observations
-        let (ts, mut m) = histogram(6, 200, 5);
-        let count = m[5].clone();
-        m.insert(0, count.clone());
-        m[1] = count;
+        let (ts, mut m) = histogram_as_written(6, 200, 5);
         // make the lowest finite bucket small against the rest
         for (i, v) in m[2].iter_mut().enumerate() {
             *v = (i / 7) as f64;
@@ -999,10 +1005,7 @@ mod tests {
     #[test]
     fn groups_of_offsets_only_read_as_before() {
         // the layout written before columns could hold their own values
-        let (ts, mut m) = histogram(6, 150, 9);
-        let count = m[5].clone();
-        m.insert(0, count.clone());
-        m[1] = count;
+        let (ts, m) = histogram_as_written(6, 150, 9);
         let refs: Vec<&[f64]> = m.iter().map(Vec::as_slice).collect();
         let n = m.len();
         let old = encode_group_with(&ts, &refs, false).unwrap();
