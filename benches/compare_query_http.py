@@ -36,19 +36,18 @@ responses). Build first: cargo build --release --bin inferdb --example gen_openm
 Needs prometheus and promtool 2.42, victoria-metrics, python3 (standard library only).
 """
 
-import gzip
 import http.client
 import json
 import math
 import os
-import re
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import time
-import urllib.parse
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from httpbench import Client, cpu_ticks, wait_ready  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 W = sys.argv[1] if len(sys.argv) > 1 else "/tmp/inferdb-qhttp"
@@ -214,12 +213,6 @@ def vm_import(om):
     flush()
 
 
-def cpu_ticks(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        parts = f.read().rsplit(")", 1)[1].split()
-    return int(parts[11]) + int(parts[12])
-
-
 def start(name, cache, stores):
     port = PORTS[name]
     logf = open(os.path.join(W, f"{name}.log"), "a")
@@ -242,17 +235,7 @@ def start(name, cache, stores):
             cmd.append("-search.disableCache")
     p = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT)
     ready = "/health" if name == "vm" else "/-/ready"
-    for _ in range(600):
-        try:
-            c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            c.request("GET", ready)
-            if c.getresponse().status == 200:
-                break
-        except OSError:
-            pass
-        if p.poll() is not None:
-            raise SystemExit(f"{name} exited; see {W}/{name}.log")
-        time.sleep(0.2)
+    wait_ready(p, name, port, ready, os.path.join(W, f"{name}.log"))
     # let start-up work (block loading, compaction of imported blocks) finish: 3 s without CPU
     idle, last = 0, cpu_ticks(p.pid)
     for _ in range(120):
@@ -273,85 +256,6 @@ def stop(p):
         except subprocess.TimeoutExpired:
             p.kill()
             p.wait()
-
-
-class Client:
-    """One kept-alive connection to a server; `ask` POSTs a form with Grafana's headers
-    (`Accept-Encoding: gzip` unless ENCODING says otherwise, as Go's transport sends it).
-
-    The timed part is writing the prepared request and reading the whole response (headers,
-    then `Content-Length` bytes or every chunk); headers are split and gzip undone after the
-    clock stops, so that the client adds as little as it can to either server's figure."""
-
-    def __init__(self, name):
-        self.name = name
-        self.port = PORTS[name]
-        self.sock = None
-
-    def _connect(self):
-        self.sock = socket.create_connection(("127.0.0.1", self.port), timeout=300)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.buf = bytearray()
-        self.rx = memoryview(bytearray(1 << 16))
-
-    def _fill(self, what):
-        # into a buffer kept for the connection (recv(n) would allocate n bytes per call)
-        n = self.sock.recv_into(self.rx)
-        if not n:
-            raise ConnectionError(f"{self.name}: connection closed in the {what}")
-        self.buf += self.rx[:n]  # amortised: a bytearray grows in place
-
-    def _read_response(self):
-        """Reads one response from the connection into `buf`: returns the head, the spans of
-        `buf` that hold the body as sent, and where the response ends in `buf` (the body is
-        put together by the caller, after the clock stops)."""
-        buf = self.buf
-        while (i := buf.find(b"\r\n\r\n")) < 0:
-            self._fill("response headers")
-        head, pos = bytes(buf[:i]), i + 4
-        low = head.lower()
-        m = re.search(rb"\r\ncontent-length:\s*(\d+)", low)
-        if m:
-            end = pos + int(m.group(1))
-            while len(buf) < end:
-                self._fill("body")
-            return head, [(pos, end)], end
-        if b"\r\ntransfer-encoding: chunked" not in low:
-            raise SystemExit(f"{self.name}: response with neither length nor chunks: {head!r}")
-        spans = []
-        while True:
-            while (j := buf.find(b"\r\n", pos)) < 0:
-                self._fill("chunk header")
-            size = int(bytes(buf[pos:j]).split(b";")[0], 16)
-            end = j + 2 + size + 2
-            while len(buf) < end:
-                self._fill("chunk")
-            if size == 0:
-                # no trailers are sent by these servers: the last chunk ends with CRLF
-                return head, spans, end
-            spans.append((j + 2, j + 2 + size))
-            pos = end
-
-    def ask(self, path, params):
-        body = urllib.parse.urlencode(params).encode()
-        req = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{self.port}\r\n"
-               f"User-Agent: Grafana/11.0.0\r\nAccept-Encoding: {ENCODING}\r\n"
-               f"Content-Type: application/x-www-form-urlencoded\r\n"
-               f"Content-Length: {len(body)}\r\n\r\n").encode() + body
-        if self.sock is None:
-            self._connect()
-        t = time.perf_counter()
-        self.sock.sendall(req)
-        head, spans, end = self._read_response()
-        dt = time.perf_counter() - t
-        data = b"".join(bytes(self.buf[a:b]) for a, b in spans)
-        del self.buf[:end]
-        status = int(head.split(b" ", 2)[1])
-        if b"\r\ncontent-encoding: gzip" in head.lower():
-            data = gzip.decompress(data)
-        if status != 200:
-            raise SystemExit(f"{self.name} {path} {params}: {status} {data[:300]!r}")
-        return dt, data
 
 
 def request(kind, expr, end):
@@ -443,7 +347,7 @@ def main():
         for phase in PHASES:
             procs = [start(n, cache=(phase == "refresh"), stores=stores) for n in names[1:]]
             try:
-                clients = [Client(n) for n in names]
+                clients = [Client(n, PORTS[n], ENCODING) for n in names]
                 res, bad = measure(phase, clients, queries)
                 summary[phase] = res
                 if bad:

@@ -4,7 +4,8 @@
     benches/fixed_cost.py [WORKDIR]           # default /tmp/inferdb-fixed-cost
 
 Starts both servers on empty stores and asks each `vector(1)` as an instant query (POSTed as
-Grafana sends it, one kept-alive connection per server) and `GET /-/healthy`:
+Grafana sends it, one kept-alive connection per server; plain answers, timed on a raw socket by
+`httpbench.Client` as in `compare_query_http.py`) and `GET /-/healthy`:
 - hot: N requests to one server back to back;
 - alternating: the servers take turns, with PAUSE seconds (default 0.001) after each request, as
   in `compare_query_http.py`, where a request finds the server idle (threads parked, caches cold).
@@ -16,14 +17,15 @@ Environment: IDB (default target/release/inferdb), N (default 2000), PAUSE, PORT
 19290: Prometheus there, inferdb on the next port). Needs prometheus 2.42 and python3.
 """
 
-import http.client
 import os
 import shutil
 import statistics
 import subprocess
 import sys
 import time
-import urllib.parse
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from httpbench import Client, cpu_ticks, wait_ready  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 W = sys.argv[1] if len(sys.argv) > 1 else "/tmp/inferdb-fixed-cost"
@@ -33,8 +35,7 @@ N = int(os.environ.get("N", "2000"))
 PAUSE = float(os.environ.get("PAUSE", "0.001"))
 PORT_BASE = int(os.environ.get("PORT_BASE", "19290"))
 PORTS = {"prom": PORT_BASE, "inferdb": PORT_BASE + 1}
-FORM = urllib.parse.urlencode({"query": "vector(1)", "time": "1796169300"})
-HDR = {"Content-Type": "application/x-www-form-urlencoded"}
+FORM = {"query": "vector(1)", "time": "1796169300"}
 
 
 def start(name):
@@ -52,25 +53,13 @@ def start(name):
         cmd = [IDB, "serve", "--no-gpu", "--data-dir", d,
                "--web.listen-address", f"127.0.0.1:{port}", "--query.result-cache-size=0"]
     p = subprocess.Popen(cmd, stdout=open(d + ".log", "w"), stderr=subprocess.STDOUT)
-    for _ in range(300):
-        try:
-            c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            c.request("GET", "/-/ready")
-            if c.getresponse().status == 200:
-                break
-        except OSError:
-            pass
-        if p.poll() is not None:
-            raise SystemExit(f"{name} exited; see {d}.log")
-        time.sleep(0.2)
+    wait_ready(p, name, port, "/-/ready", d + ".log")
     time.sleep(3)
     return p
 
 
 def cpu_s(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        x = f.read().rsplit(")", 1)[1].split()
-    return (int(x[11]) + int(x[12])) / os.sysconf("SC_CLK_TCK")
+    return cpu_ticks(pid) / os.sysconf("SC_CLK_TCK")
 
 
 def switches(pid):
@@ -86,31 +75,22 @@ def switches(pid):
     return n
 
 
-def ask(conn, method, path):
-    t = time.perf_counter()
-    if method == "POST":
-        conn.request("POST", path, body=FORM, headers=HDR)
-    else:
-        conn.request("GET", path)
-    r = conn.getresponse()
-    r.read()
-    if r.status != 200:
-        raise SystemExit(f"{path}: {r.status}")
-    return time.perf_counter() - t
+def ask(client, path, form):
+    return client.ask(path, form)[0]
 
 
 def main():
     os.makedirs(W, exist_ok=True)
     procs = {n: start(n) for n in PORTS}
     try:
-        conns = {n: http.client.HTTPConnection("127.0.0.1", p) for n, p in PORTS.items()}
+        conns = {n: Client(n, p, "identity") for n, p in PORTS.items()}
         print(f"N={N}, pause {PAUSE} s, load average {open('/proc/loadavg').read().split()[:3]}")
-        for what, method, path in [("healthy", "GET", "/-/healthy"),
-                                   ("vector(1)", "POST", "/api/v1/query")]:
+        for what, path, form in [("healthy", "/-/healthy", None),
+                                 ("vector(1)", "/api/v1/query", FORM)]:
             for n, c in conns.items():
                 for _ in range(50):
-                    ask(c, method, path)
-                hot = statistics.median(ask(c, method, path) for _ in range(N))
+                    ask(c, path, form)
+                hot = statistics.median(ask(c, path, form) for _ in range(N))
                 print(f"hot          {what:<10} {n:<8} {hot * 1e3:.3f} ms")
         lat = {n: [] for n in conns}
         before = {n: (cpu_s(p.pid), switches(p.pid)) for n, p in procs.items()}
@@ -118,7 +98,7 @@ def main():
             names = list(conns)
             names = names[i % 2:] + names[:i % 2]
             for n in names:
-                lat[n].append(ask(conns[n], "POST", "/api/v1/query"))
+                lat[n].append(ask(conns[n], "/api/v1/query", FORM))
                 time.sleep(PAUSE)
         for n, p in procs.items():
             cpu = (cpu_s(p.pid) - before[n][0]) / N

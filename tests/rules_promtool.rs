@@ -23,18 +23,31 @@ struct Out {
     stderr: String,
 }
 
-fn run(dir: &Path, args: &[&str]) -> Out {
-    let out = Command::new(BIN)
+/// Runs `program ARGS` in `dir` with no input.
+fn exec(program: &str, dir: &Path, args: &[&str]) -> Out {
+    let out = Command::new(program)
         .current_dir(dir)
         .args(args)
         .stdin(Stdio::null())
         .output()
-        .expect("running inferdb");
+        .unwrap_or_else(|e| panic!("running {program}: {e}"));
     Out {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     }
+}
+
+fn run(dir: &Path, args: &[&str]) -> Out {
+    exec(BIN, dir, args)
+}
+
+/// Runs `promtool ARGS` and the same command as `inferdb rules ARGS[0] ARGS[2..]` (promtool's
+/// `check rules F` is `rules check F`) in `dir`: (promtool's output, ours).
+fn with_promtool(dir: &Path, args: &[&str]) -> (Out, Out) {
+    let mut ours = vec!["rules", args[0]];
+    ours.extend(&args[2..]);
+    (exec("promtool", dir, args), run(dir, &ours))
 }
 
 /// One case: the command line after `inferdb rules`, the exit code Prometheus' tests want,
@@ -265,21 +278,12 @@ fn same_messages_as_promtool_2_42() {
     let norm = |s: &str| s.trim_end().to_string();
     let mut diffs = Vec::new();
     for args in cases {
-        let p = Command::new("promtool")
-            .current_dir(&dir)
-            .args(*args)
-            .output()
-            .unwrap();
-        let mut ours_args = vec!["rules", args[0]];
-        ours_args.extend(&args[2..]);
-        let o = run(&dir, &ours_args);
-        let p_err = norm(&String::from_utf8_lossy(&p.stderr));
-        if p.status.code() != Some(o.code) || p_err != norm(&o.stderr) {
+        let (p, o) = with_promtool(&dir, args);
+        let p_err = norm(&p.stderr);
+        if p.code != o.code || p_err != norm(&o.stderr) {
             diffs.push(format!(
-                "{args:?}: promtool exit {:?}\n{p_err}\n--- inferdb exit {}\n{}",
-                p.status.code(),
-                o.code,
-                o.stderr
+                "{args:?}: promtool exit {}\n{p_err}\n--- inferdb exit {}\n{}",
+                p.code, o.code, o.stderr
             ));
         }
     }
@@ -350,15 +354,9 @@ fn template_errors_as_promtool_2_42() {
         "rule_files: [rules.yml]\nevaluation_interval: 1m\ntests:\n- interval: 1m\n  input_series: []\n  alert_rule_test:\n  - eval_time: 0m\n    alertname: A\n    exp_alerts:\n    - exp_labels: {}\n      exp_annotations: {}\n",
     )
     .unwrap();
-    let p = Command::new("promtool")
-        .current_dir(tmp.path())
-        .args(["test", "rules", "test.yml"])
-        .output()
-        .unwrap();
-    let o = run(tmp.path(), &["rules", "test", "test.yml"]);
-    let p_err = String::from_utf8_lossy(&p.stderr);
-    assert_eq!(p.status.code(), Some(o.code));
-    assert_eq!(p_err.trim_end(), o.stderr.trim_end());
+    let (p, o) = with_promtool(tmp.path(), &["test", "rules", "test.yml"]);
+    assert_eq!(p.code, o.code);
+    assert_eq!(p.stderr.trim_end(), o.stderr.trim_end());
     assert!(
         o.stderr.contains("at <humanize1024 \\\"x\\\">") && o.stderr.contains("13:19:44.128"),
         "{}",
@@ -395,15 +393,9 @@ fn unclosed_actions_as_promtool_2_42() {
         ));
     }
     std::fs::write(tmp.path().join("rules.yml"), rules).unwrap();
-    let p = Command::new("promtool")
-        .current_dir(tmp.path())
-        .args(["check", "rules", "rules.yml"])
-        .output()
-        .unwrap();
-    let o = run(tmp.path(), &["rules", "check", "rules.yml"]);
-    let p_err = String::from_utf8_lossy(&p.stderr);
-    assert_eq!(p.status.code(), Some(o.code), "{p_err}\n---\n{}", o.stderr);
-    assert_eq!(p_err.trim_end(), o.stderr.trim_end());
+    let (p, o) = with_promtool(tmp.path(), &["check", "rules", "rules.yml"]);
+    assert_eq!(p.code, o.code, "{}\n---\n{}", p.stderr, o.stderr);
+    assert_eq!(p.stderr.trim_end(), o.stderr.trim_end());
     assert_eq!(
         o.stderr.matches("template: __alert_A").count(),
         templates.len()
