@@ -149,9 +149,13 @@ pub fn main() {
         let v = match h.value {
             ValueEncoding::Xor => "xor".to_string(),
             ValueEncoding::Const => "const".to_string(),
-            ValueEncoding::Ulp { delta_of_delta } => format!(
-                "steps in units of the last place{}",
-                if delta_of_delta { ", dod" } else { "" }
+            ValueEncoding::Ulp {
+                delta_of_delta,
+                shift,
+            } => format!(
+                "steps in units of the last place{}{}",
+                if delta_of_delta { ", dod" } else { "" },
+                if shift > 0 { ", zero bits dropped" } else { "" }
             ),
             ValueEncoding::Int {
                 decimals,

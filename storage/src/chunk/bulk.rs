@@ -221,7 +221,10 @@ impl SampleIter<'_> {
                 self.xor = v.0;
                 n
             }
-            ValueEncoding::Ulp { delta_of_delta } => {
+            ValueEncoding::Ulp {
+                delta_of_delta,
+                shift,
+            } => {
                 let ResCoder::Fixed(c) = self.v_coder else {
                     return self.by_sample(ot, ov);
                 };
@@ -231,6 +234,7 @@ impl SampleIter<'_> {
                             c,
                             v: self.v,
                             k: self.d,
+                            shift: u32::from(shift),
                         };
                         let (v, n) = self.bulk(td, v, ot, ov);
                         self.d = v.k;

@@ -114,17 +114,20 @@ pub(super) fn xor_bits(vs: &[f64]) -> u64 {
 }
 
 /// Prices the step coding ([`ulp`]) of `vs`: the cheaper residual order (`true`: `k` minus
-/// the previous `k`), its Rice parameter and its bits, exceptions' raw values included.
-pub(super) fn ulp_cost(vs: &[f64]) -> (bool, u32, u64) {
-    let n = vs.len().saturating_sub(1);
+/// the previous `k`), the steps' common trailing zero bits (dropped from every residual), its
+/// Rice parameter and its bits, exceptions' raw values included.
+pub(super) fn ulp_cost(vs: &[f64]) -> UlpCost {
+    let steps: Vec<Option<i64>> = vs.windows(2).map(|w| ulp::step(w[0], w[1])).collect();
+    let shift = ulp::common_shift(steps.iter().flatten().copied());
+    let n = steps.len();
     let (mut zk, mut zd) = (Vec::with_capacity(n), Vec::with_capacity(n));
     let mut exceptions = 0u64;
     let mut prev_k = 0i64;
-    for w in vs.windows(2) {
-        match ulp::step(w[0], w[1]) {
+    for step in steps {
+        match step {
             Some(k) => {
-                zk.push(zigzag(k));
-                zd.push(zigzag(k.wrapping_sub(prev_k)));
+                zk.push(zigzag(k >> shift));
+                zd.push(zigzag(k.wrapping_sub(prev_k) >> shift));
                 prev_k = k;
             }
             None => {
@@ -138,9 +141,28 @@ pub(super) fn ulp_cost(vs: &[f64]) -> (bool, u32, u64) {
     let (k1, b1) = FixedRice::choose(&zk);
     let (k2, b2) = FixedRice::choose(&zd);
     let raw = 64 * exceptions;
-    if b2 < b1 {
+    let (delta_of_delta, rice_k, bits) = if b2 < b1 {
         (true, k2, b2 + raw)
     } else {
         (false, k1, b1 + raw)
+    };
+    UlpCost {
+        delta_of_delta,
+        shift,
+        rice_k,
+        bits,
     }
+}
+
+/// What [`ulp_cost`] found: the step coding's parameters and its price.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct UlpCost {
+    /// Residuals are `k` minus the previous `k`.
+    pub(super) delta_of_delta: bool,
+    /// Trailing zero bits every step has.
+    pub(super) shift: u8,
+    /// The one Rice parameter of the residuals.
+    pub(super) rice_k: u32,
+    /// Value bits of the chunk in this coding.
+    pub(super) bits: u64,
 }

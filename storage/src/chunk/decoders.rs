@@ -274,6 +274,8 @@ pub(super) struct VUlp<C, const DOD: bool> {
     pub(super) v: f64,
     /// The last step.
     pub(super) k: i64,
+    /// Trailing zero bits of every step, not stored.
+    pub(super) shift: u32,
 }
 
 impl<C: ResDec, const DOD: bool> ValueDec for VUlp<C, DOD> {
@@ -285,11 +287,8 @@ impl<C: ResDec, const DOD: bool> ValueDec for VUlp<C, DOD> {
             self.v = f64::from_bits(r.read_long(64));
             return self.v;
         }
-        let k = if DOD {
-            self.k.wrapping_add(unzigzag(z))
-        } else {
-            unzigzag(z)
-        };
+        let r = unzigzag(z).wrapping_shl(self.shift);
+        let k = if DOD { self.k.wrapping_add(r) } else { r };
         self.k = k;
         self.v = ulp::apply(self.v, k);
         self.v

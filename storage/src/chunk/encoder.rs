@@ -103,15 +103,20 @@ impl Encoder {
             match self.value {
                 ValueEncoding::Const => {}
                 ValueEncoding::Xor => vb = self.xor.encode(bits, &mut self.w),
-                ValueEncoding::Ulp { delta_of_delta } => {
+                ValueEncoding::Ulp {
+                    delta_of_delta,
+                    shift,
+                } => {
                     let j = usize::from(self.count - 1);
-                    match ulp::step(prev, v) {
+                    // a step without the chunk's trailing zeros is an exception
+                    match ulp::step(prev, v).filter(|k| k.trailing_zeros() >= u32::from(shift)) {
                         Some(k) => {
                             let r = if delta_of_delta {
                                 k.wrapping_sub(self.d_prev)
                             } else {
                                 k
                             };
+                            let r = r >> shift;
                             vb = self.v_coder.encode(zigzag(r), j, v_ahead, &mut self.w);
                             self.d_prev = k;
                         }
@@ -197,7 +202,16 @@ impl Encoder {
                 }
                 ([b0, b1], 2)
             }
-            ValueEncoding::Ulp { delta_of_delta } => ([b0, u8::from(delta_of_delta) * ULP_DOD], 2),
+            ValueEncoding::Ulp {
+                delta_of_delta,
+                shift,
+            } => (
+                [
+                    b0,
+                    u8::from(delta_of_delta) * ULP_DOD | (shift << ULP_SHIFT_AT) & ULP_SHIFT_MASK,
+                ],
+                2,
+            ),
             _ => ([b0, 0], 1),
         }
     }

@@ -53,11 +53,12 @@ pub(super) fn parse_header(bytes: &[u8]) -> Result<Parsed, Error> {
                 .get(1)
                 .ok_or_else(|| corrupt(1, "truncated chunk header"))?;
             pos = 2;
-            if b1 & !ULP_DOD != 0 {
+            if b1 & !(ULP_DOD | ULP_SHIFT_MASK) != 0 {
                 return Err(corrupt(1, format!("bad step parameters {b1:#04x}")));
             }
             ValueEncoding::Ulp {
                 delta_of_delta: b1 & ULP_DOD != 0,
+                shift: (b1 & ULP_SHIFT_MASK) >> ULP_SHIFT_AT,
             }
         }
         _ => return Err(corrupt(0, format!("unknown value encoding {b0:#04x}"))),

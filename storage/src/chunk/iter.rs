@@ -227,16 +227,20 @@ impl Iterator for SampleIter<'_> {
         match self.value {
             ValueEncoding::Const => {}
             ValueEncoding::Xor => self.v = f64::from_bits(self.xor.decode(&mut self.r)),
-            ValueEncoding::Ulp { delta_of_delta } => {
+            ValueEncoding::Ulp {
+                delta_of_delta,
+                shift,
+            } => {
                 let z = self.v_coder.decode(&mut self.r);
                 if z == EXCEPTION {
                     self.v = f64::from_bits(self.r.read_long(64));
                     self.d = 0;
                 } else {
+                    let r = unzigzag(z).wrapping_shl(u32::from(shift));
                     let k = if delta_of_delta {
-                        self.d.wrapping_add(unzigzag(z))
+                        self.d.wrapping_add(r)
                     } else {
-                        unzigzag(z)
+                        r
                     };
                     self.v = ulp::apply(self.v, k);
                     self.d = k;

@@ -123,6 +123,9 @@ const INT_NO_BITS: u8 = 1 << 5;
 const INT_SPARSE: u8 = 1 << 6;
 const INT_FIXED: u8 = 1 << 7;
 const ULP_DOD: u8 = 1;
+/// Step parameters: bits 1-6 hold the steps' dropped trailing zero bits.
+const ULP_SHIFT_AT: u8 = 1;
+const ULP_SHIFT_MASK: u8 = 0x7e;
 
 /// How a chunk codes its timestamps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -174,6 +177,9 @@ pub enum ValueEncoding {
     Ulp {
         /// Residuals are `k` minus the previous value's `k` (else `k`).
         delta_of_delta: bool,
+        /// Trailing zero bits of every step, not stored (steps of sums of clock differences
+        /// or of whole numbers are multiples of a power of two).
+        shift: u8,
     },
 }
 

@@ -257,6 +257,67 @@ fn float_sums_are_coded_as_steps() {
     assert_eq!(b[0] & KIND_MASK, KIND_ULP);
 }
 
+/// A latency sum as a Python exporter keeps it: each observation the difference of two
+/// `time.time()` readings (multiples of 2^-22 s near 1.8e9), added to a float.
+fn clock_sum(seed: u64, n: usize) -> Vec<(i64, f64)> {
+    let tick = 1.0 / f64::from(1u32 << 22);
+    let mut x = seed | 1;
+    let mut sum = 0.0f64;
+    (0..n)
+        .map(|i| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let start = 1_796_198_400.0 + i as f64 * 15.0 + (x % 1_000_000) as f64 * 1e-6;
+            let end = start + (x >> 36) as f64 / (1u64 << 24) as f64 * 2.5;
+            sum += end - start;
+            (1_796_198_400_000 + i as i64 * 15_000, sum)
+        })
+        .inspect(|&(_, v)| assert_eq!((v / tick).fract(), 0.0))
+        .collect()
+}
+
+#[test]
+fn clock_quantized_sums_drop_their_zero_bits() {
+    let s = clock_sum(11, 960);
+    let b = check(&s);
+    let h = header(&b).unwrap();
+    let ValueEncoding::Ulp { shift, .. } = h.value else {
+        panic!("{h:?}");
+    };
+    // the sum stays below 2^16 s: its unit is at most 2^-37, the clock's spacing 2^-22
+    assert!(shift >= 14, "shift {shift}");
+    let mut w = ChunkWriter::new();
+    for &(t, v) in &s {
+        w.append(t, v);
+    }
+    let (ts, vs) = w.decode_all();
+    let time = TimeEncoding::Regular;
+    let unshifted = w.encode_from(
+        &ts,
+        &vs,
+        time,
+        ValueEncoding::Ulp {
+            delta_of_delta: false,
+            shift: 0,
+        },
+        None,
+    );
+    assert!(
+        b.len() * 10 < unshifted.len() * 7,
+        "shifted {} vs not {}",
+        b.len(),
+        unshifted.len()
+    );
+    let xor = w.finish_with(EncodePolicy::Xor).unwrap();
+    assert!(
+        b.len() < xor.len(),
+        "steps {} vs XOR {}",
+        b.len(),
+        xor.len()
+    );
+}
+
 #[test]
 fn float_steps_round_trip_specials_and_resets() {
     let specials = [
@@ -285,15 +346,20 @@ fn float_steps_round_trip_specials_and_resets() {
         }
         let (ts, vs) = w.decode_all();
         let want: Vec<_> = s.iter().map(|&(t, v)| (t, v.to_bits())).collect();
-        for dod in [false, true] {
-            let (_, k, _) = ulp_cost(&vs);
+        let cost = ulp_cost(&vs);
+        // the chunk's own shift, none, and one too many (steps without it become exceptions)
+        for (dod, shift) in [false, true]
+            .into_iter()
+            .flat_map(|d| [(d, cost.shift), (d, 0), (d, cost.shift + 3)])
+        {
             let time = TimeEncoding::DeltaOfDelta { sparse: false };
             let value = ValueEncoding::Ulp {
                 delta_of_delta: dod,
+                shift,
             };
-            for param in [Some(k), None] {
+            for param in [Some(cost.rice_k), None] {
                 let c = w.encode_from(&ts, &vs, time, value, param);
-                assert_eq!(collect(&c), want, "seed {seed} dod {dod}");
+                assert_eq!(collect(&c), want, "seed {seed} dod {dod} shift {shift}");
                 let (mut t2, mut v2) = (Vec::new(), Vec::new());
                 let mut it = decode(&c).unwrap();
                 it.decode_into_with(&mut t2, &mut v2, false);

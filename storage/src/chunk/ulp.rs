@@ -45,6 +45,24 @@ pub(crate) fn step(prev: f64, v: f64) -> Option<i64> {
     (apply(prev, k).to_bits() == v.to_bits()).then_some(k)
 }
 
+/// The most trailing zero bits a chunk drops from its steps (6 bits in the header; a step
+/// has at most 53 significant bits).
+pub(crate) const MAX_SHIFT: u8 = 63;
+
+/// The trailing zero bits every non-zero step in `steps` has (0 when all are zero): steps of
+/// a sum of clock differences are multiples of the clock's spacing, and of whole numbers
+/// multiples of one, so their low bits are zero and need not be stored.
+pub(crate) fn common_shift(steps: impl IntoIterator<Item = i64>) -> u8 {
+    let tz = steps
+        .into_iter()
+        .filter(|&k| k != 0)
+        .map(i64::trailing_zeros)
+        .min()
+        .unwrap_or(0);
+    // a non-zero i64 has at most 63 trailing zeros
+    tz.min(u32::from(MAX_SHIFT)) as u8
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -207,10 +207,13 @@ impl ChunkWriter {
         // (long mantissas, as cumulative float sums have; not the short ones of gauges)
         let n = vs.len() as u64;
         if value == ValueEncoding::Xor && n > 2 && self.enc.w.bit_len() > ULP_MIN_BITS * n {
-            let (delta_of_delta, k, bits) = ulp_cost(&vs);
-            if bits + 8 < xor_bits(&vs) {
-                value = ValueEncoding::Ulp { delta_of_delta };
-                param = Some(k);
+            let c = ulp_cost(&vs);
+            if c.bits + 8 < xor_bits(&vs) {
+                value = ValueEncoding::Ulp {
+                    delta_of_delta: c.delta_of_delta,
+                    shift: c.shift,
+                };
+                param = Some(c.rice_k);
             }
         }
         self.encode_from(&ts, &vs, time, value, param)
