@@ -208,7 +208,8 @@ impl Encoder {
             } => (
                 [
                     b0,
-                    u8::from(delta_of_delta) * ULP_DOD | (shift << ULP_SHIFT_AT) & ULP_SHIFT_MASK,
+                    (u8::from(delta_of_delta) * ULP_DOD)
+                        | ((shift << ULP_SHIFT_AT) & ULP_SHIFT_MASK),
                 ],
                 2,
             ),
