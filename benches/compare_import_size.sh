@@ -4,7 +4,8 @@
 #   - by `inferdb import openmetrics` (2 h blocks, then compacted as history: histogram groups),
 #   - by `promtool tsdb create-blocks-from openmetrics --max-block-duration=24h`,
 #   - with VM=1, into `victoria-metrics` through /api/v1/import/prometheus (timestamps in ms),
-#     measured after /internal/force_flush and a minute of background merges;
+#     measured after /internal/force_flush, /internal/force_merge of the month and a minute of
+#     background merges;
 # then prints each whole data folder's bytes (du -sb), B/sample and the ratio to Prometheus,
 # inferdb's bytes by kind of series (`workload_db classes`) and its decode speed through the
 # querier (`workload_db decode`: every series, one low `le`, `le="+Inf"`, `_count`, all buckets).
@@ -12,7 +13,8 @@
 #   benches/compare_import_size.sh [WORKDIR]     (default /tmp/inferdb-import-size; ~5 GB free)
 #
 # IDB=path/to/inferdb (default target/release/inferdb), GEN=path/to/gen_openmetrics,
-# SERVERS/HOURS (default 8/24), VM=1 adds VictoriaMetrics, SKIP_PROMTOOL=1 reuses WORKDIR/prom.
+# SERVERS/HOURS (default 8/24), VM=1 adds VictoriaMetrics (force-merged, then VM_MERGE_S seconds,
+# default 60, to finish its merges), SKIP_PROMTOOL=1 reuses WORKDIR/prom.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 W=${1:-/tmp/inferdb-import-size}
@@ -50,7 +52,9 @@ if [ "${VM:-0}" = 1 ]; then
 	grep -v '^#' "$OM" | sed -E 's/ ([0-9]+)\.([0-9]{3})$/ \1\2/' |
 		curl -sf -X POST -T - -H 'Content-Type: text/plain' "http://127.0.0.1:$PORT/api/v1/import/prometheus"
 	curl -sf "http://127.0.0.1:$PORT/internal/force_flush" >/dev/null
-	sleep 60
+	# its smallest form: every part of the history's month merged into as few as it can
+	curl -sf "http://127.0.0.1:$PORT/internal/force_merge?partition_prefix=${VM_MONTH:-2026_12}" >/dev/null || true
+	sleep "${VM_MERGE_S:-60}"
 	curl -sf "http://127.0.0.1:$PORT/internal/force_flush" >/dev/null
 	kill $VMPID && wait $VMPID 2>/dev/null || true
 	trap - EXIT

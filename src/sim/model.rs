@@ -312,6 +312,12 @@ impl Rng {
     pub fn new(seed: u64) -> Self {
         Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
     }
+    /// Standard normal (Box-Muller).
+    fn normal(&mut self) -> f64 {
+        let u = 1.0 - self.next_f64(); // (0, 1]
+        let v = self.next_f64();
+        (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
+    }
     /// Uniform in [0, 1).
     pub fn next_f64(&mut self) -> f64 {
         self.0 ^= self.0 >> 12;
@@ -373,6 +379,40 @@ impl Dist {
     }
 }
 
+/// The spacing of what a histogram observes, as vLLM measures it (`vllm/v1/metrics/stats.py`):
+/// token counts, sizes and preemptions are whole numbers; time to first token and end-to-end
+/// latency are differences of two `time.time()` readings (near 1.8e9 s, whose floats are
+/// 2^-22 s apart); queue, prefill, decode, inference and inter-token times differences of
+/// engine-core `time.monotonic()` readings, and the HTTP durations of `time.perf_counter()`
+/// ones (seconds since boot: 2^-35 s apart on a machine up for two to three days). Time per
+/// output token is a quotient: any float.
+fn tick(kind: HistKind) -> Option<f64> {
+    const WALL: f64 = 1.0 / (1u64 << 22) as f64;
+    const MONOTONIC: f64 = 1.0 / (1u64 << 35) as f64;
+    match kind {
+        HistKind::PromptTokens
+        | HistKind::GenTokens
+        | HistKind::IterationTokens
+        | HistKind::MaxNumGen
+        | HistKind::ParamsN
+        | HistKind::ParamsMaxTokens
+        | HistKind::NumPreemptions
+        | HistKind::KvComputed
+        | HistKind::HttpReqSize(_)
+        | HistKind::HttpRespSize(_) => Some(1.0),
+        HistKind::Ttft | HistKind::E2e => Some(WALL),
+        HistKind::Itl
+        | HistKind::Queue
+        | HistKind::Inference
+        | HistKind::Prefill
+        | HistKind::Decode
+        | HistKind::HttpHighr
+        | HistKind::HttpDuration(_)
+        | HistKind::Render(_) => Some(MONOTONIC),
+        HistKind::Tpot | HistKind::Other => None,
+    }
+}
+
 /// Which workload quantity drives a histogram / summary.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum HistKind {
@@ -412,6 +452,9 @@ struct Hist {
     probs: Option<(Dist, Vec<f64>)>,
     /// Expected cumulative count at each bound, summed over batches.
     expected: Vec<f64>,
+    /// Draws the observations added to `sum` (one generator per histogram, so that the
+    /// model's own draws do not depend on how many histograms a page has).
+    rng: Rng,
 }
 
 impl Hist {
@@ -437,7 +480,7 @@ impl Hist {
         if self.counts.is_empty() {
             // a summary: count and sum only
             self.count += n;
-            self.sum += n as f64 * d.mean();
+            self.sum += self.observed_sum(n, d);
             return;
         }
         if self.expected.len() != self.counts.len() {
@@ -453,7 +496,32 @@ impl Hist {
             below = k;
         }
         self.count += n;
-        self.sum += n as f64 * d.mean();
+        self.sum += self.observed_sum(n, d);
+    }
+
+    /// The sum of `n` observations of `d` as the exporter adds them up: each observation is
+    /// a whole number or a difference of two clock readings ([`tick`]), so the sum moves in
+    /// multiples of that spacing as a real page's does, and by a different amount each time
+    /// (a batch of a few requests is drawn one by one, a larger one as its mean plus the
+    /// spread of a sum of `n`).
+    fn observed_sum(&mut self, n: u64, d: Dist) -> f64 {
+        let Dist::LogNormal(median, sigma) = d else {
+            return n as f64 * d.mean();
+        };
+        let Some(tick) = tick(self.kind) else {
+            return n as f64 * d.mean();
+        };
+        let on_tick = |x: f64| (x / tick).round() * tick;
+        if n <= 16 {
+            (0..n)
+                .map(|_| on_tick(median * (sigma * self.rng.normal()).exp()))
+                .sum()
+        } else {
+            let mean = d.mean();
+            let sd = mean * ((sigma * sigma).exp() - 1.0).sqrt();
+            let total = n as f64 * mean + (n as f64).sqrt() * sd * self.rng.normal();
+            on_tick(total.max(0.0))
+        }
     }
     fn cumulative(&self, bucket: usize) -> u64 {
         self.counts[..=bucket.min(self.counts.len() - 1)]
@@ -702,6 +770,7 @@ impl VllmModel {
                         sum: 0.0,
                         probs: None,
                         expected: vec![],
+                        rng: Rng::new(0),
                     });
                     hists.len() - 1
                 });
@@ -729,6 +798,9 @@ impl VllmModel {
                 }
             };
             items.push(Item::Sample(series, val));
+        }
+        for (i, h) in hists.iter_mut().enumerate() {
+            h.rng = Rng::new(seed ^ (i as u64 + 1).wrapping_mul(0xD6E8_FEB8_6659_FD93));
         }
         let mut rng = Rng::new(seed);
         let rate_scale = 0.8 + 0.4 * rng.next_f64();
