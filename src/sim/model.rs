@@ -1321,6 +1321,51 @@ mod tests {
     }
 
     #[test]
+    fn histogram_sums_move_on_the_grid_of_what_vllm_measures() {
+        let key = |n: &str| {
+            format!("{n}{{engine=\"0\",model_name=\"meta-llama/Llama-3.1-8B-Instruct\"}}")
+        };
+        let t0 = 1_800_000_000.0;
+        let mut m = VllmModel::new(3, t0, 3600.0);
+        let names = [
+            ("vllm:e2e_request_latency_seconds_sum", 22),
+            ("vllm:time_to_first_token_seconds_sum", 22),
+            ("vllm:request_queue_time_seconds_sum", 35),
+            ("vllm:request_prompt_tokens_sum", 0),
+        ];
+        let mut steps: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
+        let mut last = vec![0.0; names.len()];
+        for i in 1..=120 {
+            m.advance_to(t0 + 15.0 * f64::from(i));
+            let v = values(&m.render());
+            for (j, (name, bits)) in names.iter().enumerate() {
+                let x = v[&key(name)];
+                let scaled = x * (1u64 << bits) as f64;
+                assert_eq!(scaled.fract(), 0.0, "{name} = {x} off its 2^-{bits} grid");
+                if x > last[j] {
+                    steps[j].push(x - last[j]);
+                }
+                last[j] = x;
+            }
+        }
+        for ((name, _), st) in names.iter().zip(&steps) {
+            let mut distinct = st.clone();
+            distinct.sort_by(f64::total_cmp);
+            distinct.dedup();
+            // each batch is drawn: increments do not repeat as `n x mean` did
+            assert!(
+                st.len() >= 60 && distinct.len() * 10 >= st.len() * 9,
+                "{name}: {} increments, {} distinct",
+                st.len(),
+                distinct.len()
+            );
+        }
+        // the time per output token is a quotient: off any coarse grid
+        let tpot = values(&m.render())[&key("vllm:request_time_per_output_token_seconds_sum")];
+        assert_ne!((tpot * f64::from(1u32 << 22)).fract(), 0.0);
+    }
+
+    #[test]
     fn workload_moves_through_phases_and_restarts() {
         let t0 = 1_800_000_000.0;
         let mut m = VllmModel::new(7, t0, 600.0);
