@@ -217,8 +217,9 @@ fn seek_semantics() {
     assert!(it.err().is_none());
 }
 
-/// A cumulative sum of float observations, as a histogram's `_sum` is scraped.
-fn float_sum(seed: u64, n: usize, reset_every: usize) -> Vec<(i64, f64)> {
+/// `n` samples 15 s apart of a sum that `add` moves at each sample, given the sample's index
+/// and a fresh pseudo-random word.
+fn sum_series(seed: u64, n: usize, mut add: impl FnMut(usize, u64, &mut f64)) -> Vec<(i64, f64)> {
     let mut x = seed | 1;
     let mut sum = 0.0f64;
     (0..n)
@@ -226,14 +227,21 @@ fn float_sum(seed: u64, n: usize, reset_every: usize) -> Vec<(i64, f64)> {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            if reset_every > 0 && i % reset_every == reset_every - 1 {
-                sum = 0.0;
-            }
-            // a few observations of about 0.1 to 30 s
-            sum += (x % 1000) as f64 * 0.0300913 + (x >> 40) as f64 / (1u64 << 24) as f64;
+            add(i, x, &mut sum);
             (1_796_198_400_000 + i as i64 * 15_000, sum)
         })
         .collect()
+}
+
+/// A cumulative sum of float observations, as a histogram's `_sum` is scraped.
+fn float_sum(seed: u64, n: usize, reset_every: usize) -> Vec<(i64, f64)> {
+    sum_series(seed, n, |i, x, sum| {
+        if reset_every > 0 && i % reset_every == reset_every - 1 {
+            *sum = 0.0;
+        }
+        // a few observations of about 0.1 to 30 s
+        *sum += (x % 1000) as f64 * 0.0300913 + (x >> 40) as f64 / (1u64 << 24) as f64;
+    })
 }
 
 #[test]
@@ -261,20 +269,13 @@ fn float_sums_are_coded_as_steps() {
 /// `time.time()` readings (multiples of 2^-22 s near 1.8e9), added to a float.
 fn clock_sum(seed: u64, n: usize) -> Vec<(i64, f64)> {
     let tick = 1.0 / f64::from(1u32 << 22);
-    let mut x = seed | 1;
-    let mut sum = 0.0f64;
-    (0..n)
-        .map(|i| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let start = 1_796_198_400.0 + i as f64 * 15.0 + (x % 1_000_000) as f64 * 1e-6;
-            let end = start + (x >> 36) as f64 / (1u64 << 24) as f64 * 2.5;
-            sum += end - start;
-            (1_796_198_400_000 + i as i64 * 15_000, sum)
-        })
-        .inspect(|&(_, v)| assert_eq!((v / tick).fract(), 0.0))
-        .collect()
+    let s = sum_series(seed, n, |i, x, sum| {
+        let start = 1_796_198_400.0 + i as f64 * 15.0 + (x % 1_000_000) as f64 * 1e-6;
+        let end = start + (x >> 36) as f64 / (1u64 << 24) as f64 * 2.5;
+        *sum += end - start;
+    });
+    assert!(s.iter().all(|&(_, v)| (v / tick).fract() == 0.0));
+    s
 }
 
 #[test]
