@@ -53,7 +53,8 @@ if [ "${VM:-0}" = 1 ]; then
 		curl -sf -X POST -T - -H 'Content-Type: text/plain' "http://127.0.0.1:$PORT/api/v1/import/prometheus"
 	curl -sf "http://127.0.0.1:$PORT/internal/force_flush" >/dev/null
 	# its smallest form: every part of the history's month merged into as few as it can
-	curl -sf "http://127.0.0.1:$PORT/internal/force_merge?partition_prefix=${VM_MONTH:-2026_12}" >/dev/null || true
+	curl -sf "http://127.0.0.1:$PORT/internal/force_merge?partition_prefix=${VM_MONTH:-2026_12}" >/dev/null ||
+		echo "VictoriaMetrics force_merge of ${VM_MONTH:-2026_12} failed: its figure is not force-merged" >&2
 	sleep "${VM_MERGE_S:-60}"
 	curl -sf "http://127.0.0.1:$PORT/internal/force_flush" >/dev/null
 	kill $VMPID && wait $VMPID 2>/dev/null || true

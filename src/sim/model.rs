@@ -503,7 +503,7 @@ impl Hist {
     /// a whole number or a difference of two clock readings ([`tick`]), so the sum moves in
     /// multiples of that spacing as a real page's does, and by a different amount each time
     /// (a batch of a few requests is drawn one by one, a larger one as its mean plus the
-    /// spread of a sum of `n`).
+    /// spread of a sum of `n`), with the batch's mean `n × mean`.
     fn observed_sum(&mut self, n: u64, d: Dist) -> f64 {
         let Dist::LogNormal(median, sigma) = d else {
             return n as f64 * d.mean();
@@ -511,17 +511,18 @@ impl Hist {
         let Some(tick) = tick(self.kind) else {
             return n as f64 * d.mean();
         };
-        let on_tick = |x: f64| (x / tick).round() * tick;
-        if n <= 16 {
+        // the batch's total is put on the grid, not each draw: rounding draws of a count
+        // whose mean is below one (preemptions per request) would bias the sum towards zero
+        let total = if n <= 16 {
             (0..n)
-                .map(|_| on_tick(median * (sigma * self.rng.normal()).exp()))
+                .map(|_| median * (sigma * self.rng.normal()).exp())
                 .sum()
         } else {
             let mean = d.mean();
             let sd = mean * ((sigma * sigma).exp() - 1.0).sqrt();
-            let total = n as f64 * mean + (n as f64).sqrt() * sd * self.rng.normal();
-            on_tick(total.max(0.0))
-        }
+            (n as f64 * mean + (n as f64).sqrt() * sd * self.rng.normal()).max(0.0)
+        };
+        (total / tick).round() * tick
     }
     fn cumulative(&self, bucket: usize) -> u64 {
         self.counts[..=bucket.min(self.counts.len() - 1)]

@@ -107,6 +107,7 @@ impl Encoder {
                     delta_of_delta,
                     shift,
                 } => {
+                    debug_assert!(shift <= ulp::MAX_SHIFT, "step shift {shift}");
                     let j = usize::from(self.count - 1);
                     // a step without the chunk's trailing zeros is an exception
                     match ulp::step(prev, v).filter(|k| k.trailing_zeros() >= u32::from(shift)) {

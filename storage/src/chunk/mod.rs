@@ -27,8 +27,9 @@
 //!                bit 7 residuals Rice coded with one parameter for the chunk
 //!                ([`bitstream::FixedRice`]: 6 bits before the first value code; bits 5 and
 //!                6 zero), else with the adaptive parameter
-//! ulpparams := u8 (only for steps): bit 0 residual is k - previous k (else k), bits 1-7
-//!                zero; residuals Rice coded with one parameter as above (6 bits first)
+//! ulpparams := u8 (only for steps): bit 0 residual is k - previous k (else k), bits 1-6
+//!                the shift s (residuals stored as zigzag(r >> s)), bit 7 zero; residuals
+//!                Rice coded with one parameter as above (6 bits first)
 //! body    := (empty when count = 0)
 //!            t0:zigzag-uvarint [first_delta:zigzag-uvarint if count >= 2]
 //!            first_value:uvarint (integer: zigzag(n0); else the f64 bits byte-swapped,
