@@ -505,14 +505,12 @@ impl Hist {
     /// (a batch of a few requests is drawn one by one, a larger one as its mean plus the
     /// spread of a sum of `n`), with the batch's mean `n × mean`.
     fn observed_sum(&mut self, n: u64, d: Dist) -> f64 {
-        let Dist::LogNormal(median, sigma) = d else {
+        let (Dist::LogNormal(median, sigma), Some(tick)) = (d, tick(self.kind)) else {
             return n as f64 * d.mean();
         };
-        let Some(tick) = tick(self.kind) else {
-            return n as f64 * d.mean();
-        };
-        // the batch's total is put on the grid, not each draw: rounding draws of a count
-        // whose mean is below one (preemptions per request) would bias the sum towards zero
+        // the batch's total is put on the grid, rounded up with the probability of its
+        // fraction: plain rounding of a count whose mean is below one (preemptions per
+        // request) would bias the sum
         let total = if n <= 16 {
             (0..n)
                 .map(|_| median * (sigma * self.rng.normal()).exp())
@@ -522,7 +520,8 @@ impl Hist {
             let sd = mean * ((sigma * sigma).exp() - 1.0).sqrt();
             (n as f64 * mean + (n as f64).sqrt() * sd * self.rng.normal()).max(0.0)
         };
-        (total / tick).round() * tick
+        let q = total / tick;
+        (q.floor() + f64::from(u8::from(self.rng.next_f64() < q.fract()))) * tick
     }
     fn cumulative(&self, bucket: usize) -> u64 {
         self.counts[..=bucket.min(self.counts.len() - 1)]
@@ -771,7 +770,9 @@ impl VllmModel {
                         sum: 0.0,
                         probs: None,
                         expected: vec![],
-                        rng: Rng::new(0),
+                        rng: Rng::new(
+                            seed ^ (hists.len() as u64 + 1).wrapping_mul(0xD6E8_FEB8_6659_FD93),
+                        ),
                     });
                     hists.len() - 1
                 });
@@ -799,9 +800,6 @@ impl VllmModel {
                 }
             };
             items.push(Item::Sample(series, val));
-        }
-        for (i, h) in hists.iter_mut().enumerate() {
-            h.rng = Rng::new(seed ^ (i as u64 + 1).wrapping_mul(0xD6E8_FEB8_6659_FD93));
         }
         let mut rng = Rng::new(seed);
         let rate_scale = 0.8 + 0.4 * rng.next_f64();
@@ -1364,6 +1362,31 @@ mod tests {
         // the time per output token is a quotient: off any coarse grid
         let tpot = values(&m.render())[&key("vllm:request_time_per_output_token_seconds_sum")];
         assert_ne!((tpot * f64::from(1u32 << 22)).fract(), 0.0);
+    }
+
+    #[test]
+    fn drawn_sums_keep_the_mean_of_a_count_below_one() {
+        let mut h = Hist {
+            kind: HistKind::NumPreemptions,
+            bounds: vec![],
+            counts: vec![],
+            count: 0,
+            sum: 0.0,
+            probs: None,
+            expected: vec![],
+            rng: Rng::new(9),
+        };
+        let d = Dist::LogNormal(0.2, 0.5);
+        // small batches (drawn one by one) and large ones (mean plus spread)
+        for n in [3u64, 40] {
+            let total: f64 = (0..2000).map(|_| h.observed_sum(n, d)).sum();
+            let want = 2000.0 * n as f64 * d.mean();
+            assert_eq!(total.fract(), 0.0);
+            assert!(
+                (total / want - 1.0).abs() < 0.05,
+                "n {n}: {total} against {want}"
+            );
+        }
     }
 
     #[test]

@@ -59,8 +59,8 @@ pub(crate) fn common_shift(steps: impl IntoIterator<Item = i64>) -> u8 {
         .map(i64::trailing_zeros)
         .min()
         .unwrap_or(0);
-    // a non-zero i64 has at most 63 trailing zeros
-    tz.min(u32::from(MAX_SHIFT)) as u8
+    // a non-zero i64 has at most 63 (`MAX_SHIFT`) trailing zeros
+    tz as u8
 }
 
 #[cfg(test)]
