@@ -10,6 +10,12 @@ pub const REVISION: &str = env!("INFERDB_GIT_REVISION");
 pub const BUILD_DATE: &str = env!("INFERDB_BUILD_DATE");
 /// `rustc --version` of the compiler that built it.
 pub const TOOLCHAIN: &str = env!("INFERDB_TOOLCHAIN");
+/// The build profile: `debug` with debug assertions on, else `release`.
+pub const PROFILE: &str = if cfg!(debug_assertions) {
+    "debug"
+} else {
+    "release"
+};
 /// The Prometheus version whose HTTP API and PromQL semantics inferdb implements: what
 /// `/api/v1/status/buildinfo` answers (Grafana picks features by it) and what the provisioned
 /// Grafana datasource declares as `prometheusVersion`.

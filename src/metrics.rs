@@ -816,14 +816,7 @@ pub fn write_build_info(out: &mut String) {
                 ("version", crate::build_info::VERSION),
                 ("revision", crate::build_info::REVISION),
                 ("toolchain", crate::build_info::TOOLCHAIN),
-                (
-                    "profile",
-                    if cfg!(debug_assertions) {
-                        "debug"
-                    } else {
-                        "release"
-                    },
-                ),
+                ("profile", crate::build_info::PROFILE),
                 ("goarch", std::env::consts::ARCH),
                 ("goos", std::env::consts::OS),
             ],
@@ -921,12 +914,7 @@ mod tests {
         assert_eq!(vals["test_reg_seconds_count"], 3.0);
         assert!((vals["test_reg_seconds_sum"] - 7.55).abs() < 1e-9);
         assert_eq!(vals["test_collected"], 42.0);
-        // the profile of the build running this test (debug assertions on or off)
-        let profile = if cfg!(debug_assertions) {
-            "debug"
-        } else {
-            "release"
-        };
+        let profile = crate::build_info::PROFILE;
         let info = format!(
             "inferdb_build_info{{goarch=\"{}\",goos=\"{}\",profile=\"{profile}\",revision=\"{}\",toolchain=\"{}\",version=\"{}\"}}",
             std::env::consts::ARCH,
